@@ -1,0 +1,131 @@
+/*
+ * ramster.h - the client API of ramster, a peer-to-peer memory pool.
+ *
+ * A client talks to the node daemon (ramsterd) over a Unix socket and hands
+ * it pages through the tmem interface: pools (ephemeral or persistent,
+ * private or shared), and put / get / flush on handles (pool, 192-bit object
+ * id, 32-bit index). Every call is synchronous. A handle (ramster *) is one
+ * connection and must not be used by two threads at once.
+ *
+ * Errors are negative errno values. tmem may refuse any put: the caller keeps
+ * its data. Persistent pages are kept until flushed; ephemeral ones may vanish.
+ */
+#ifndef RAMSTER_H
+#define RAMSTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RAMSTER_PAGE_SIZE 4096
+/* The most pages one putv/getv round trip carries; longer vectors are split. */
+#define RAMSTER_BATCH_MAX 256
+
+struct ramster_oid {
+	uint64_t w[3];
+};
+
+typedef struct ramster ramster; /* one connection; use one per thread */
+
+enum { RAMSTER_PERSISTENT = 1u << 0, RAMSTER_SHARED = 1u << 1 };
+
+/*
+ * Connect to a node. socket_path NULL: $RAMSTER_SOCKET, else the default
+ * (/run/ramster/ramsterd.sock). @return a handle, or NULL with errno set.
+ */
+ramster *ramster_open(const char *socket_path);
+
+/* Close the connection; the node frees this client's private pools. NULL ok. */
+void ramster_close(ramster *r);
+
+/*
+ * Create a pool. flags: RAMSTER_PERSISTENT and/or RAMSTER_SHARED. uuid is
+ * given iff RAMSTER_SHARED: every client naming the same uuid (and the same
+ * flags) reaches the same pool. @return pool id >= 0, or -errno.
+ */
+int ramster_pool_new(ramster *r, unsigned flags, const unsigned char uuid[16]);
+
+/*
+ * Destroy a pool: a private pool is flushed and freed; a shared pool is
+ * released by this client and freed when its last client releases it.
+ * @return 0, or -errno (-ENOENT: no such pool of this client).
+ */
+int ramster_pool_destroy(ramster *r, int pool);
+
+/* @return 0 stored; < 0 refused or failed (-ENOSPC, -E2BIG, ...). */
+int ramster_put(ramster *r, int pool, const struct ramster_oid *oid, uint32_t index,
+		const void *page);
+
+/* @return 0 filled; -ENOENT absent; -EIO lost; other -errno. */
+int ramster_get(ramster *r, int pool, const struct ramster_oid *oid, uint32_t index, void *page);
+
+/* @return 0 flushed; -ENOENT nothing there. */
+int ramster_flush(ramster *r, int pool, const struct ramster_oid *oid, uint32_t index);
+
+/* @return 0 flushed; -ENOENT no such object. */
+int ramster_flush_object(ramster *r, int pool, const struct ramster_oid *oid);
+
+struct ramster_iov {
+	struct ramster_oid oid;
+	uint32_t index;
+	void *page;
+	int result;
+};
+
+/*
+ * Batches, RAMSTER_BATCH_MAX pages a round trip. Each v[i].result is what
+ * the single call would return. @return the count that succeeded, or -errno
+ * if the batch failed as a whole (then the results are undefined).
+ */
+int ramster_putv(ramster *r, int pool, struct ramster_iov *v, size_t n);
+int ramster_getv(ramster *r, int pool, struct ramster_iov *v, size_t n);
+
+/* ---- administration (used by ramsterctl) -------------------------------- */
+
+/* One named figure. */
+struct ramster_stat {
+	char *name;
+	uint64_t value;
+};
+
+/* One pool of the node, as `ramsterctl pools` shows it. */
+struct ramster_pool_info {
+	uint32_t id;            /* the node's pool id (not a client's) */
+	unsigned flags;         /* RAMSTER_PERSISTENT | RAMSTER_SHARED */
+	unsigned char uuid[16]; /* shared pools only */
+	uint32_t clients;       /* clients holding it */
+	uint64_t objects;
+	uint64_t pages;
+};
+
+/* One line of the node's status, as text. */
+struct ramster_kv {
+	char *key;
+	char *value;
+};
+
+/*
+ * Read the node's counters. On success *out is an array of *n entries, freed
+ * with ramster_stats_free. @return 0 or -errno.
+ */
+int ramster_stats(ramster *r, struct ramster_stat **out, size_t *n);
+void ramster_stats_free(struct ramster_stat *s, size_t n);
+
+/*
+ * Read the node's status (node name, version, pid, uptime, config, ...). On
+ * success *out is an array of *n entries, freed with ramster_kv_free.
+ * @return 0 or -errno.
+ */
+int ramster_status(ramster *r, struct ramster_kv **out, size_t *n);
+void ramster_kv_free(struct ramster_kv *kv, size_t n);
+
+/* List every pool of the node. *out freed with free(). @return 0 or -errno. */
+int ramster_pools(ramster *r, struct ramster_pool_info **out, size_t *n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RAMSTER_H */

@@ -1,0 +1,91 @@
+/*
+ * config.h - the node's configuration: command-line flags and the one
+ * cluster file (INI, parsed with inih), identical on every node.
+ *
+ * The file has a [cluster] section (collective-wide settings), one
+ * [node NAME] section per node, and [export NAME] sections (NBD exports).
+ * A single node without a collective uses the same file with just its own
+ * [node NAME] section. Every value is checked; an error names file, line and
+ * problem and stops start-up. Flags given on the command line override the
+ * file for the node that runs.
+ */
+#ifndef RAMSTER_CONFIG_H
+#define RAMSTER_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONFIG_NAME_MAX 64
+#define CONFIG_PATH_MAX 256
+#define CONFIG_NODES_MAX 64      /* node ids are 1..CONFIG_NODES_MAX */
+#define CONFIG_EXPORTS_MAX 64
+#define CONFIG_ERR_MAX 512
+
+enum config_transport { TRANSPORT_TCP = 0, TRANSPORT_RDMA = 1, TRANSPORT_AUTO = 2 };
+
+struct config_node {
+	char name[CONFIG_NAME_MAX];
+	uint32_t id;                    /* 1..CONFIG_NODES_MAX, unique */
+	char host[CONFIG_NAME_MAX];     /* address = HOST:PORT (IPv4 literal or name) */
+	uint16_t port;
+	enum config_transport transport;
+	char socket[CONFIG_PATH_MAX];   /* local client socket ("" = default) */
+	uint64_t local_mb;              /* local compressed tier */
+	uint64_t donate_mb;             /* RAM lent to peers' pages */
+	char nbd_socket[CONFIG_PATH_MAX];
+	char nbd_listen[CONFIG_NAME_MAX];
+	int line;                       /* where the section starts */
+};
+
+struct config_export {
+	char name[CONFIG_NAME_MAX];
+	uint64_t size;                  /* bytes, a multiple of 4096 */
+	char backing[CONFIG_PATH_MAX];  /* "" = none */
+	int line;
+};
+
+struct config {
+	char path[CONFIG_PATH_MAX];     /* the file ("" when none) */
+	/* [cluster] */
+	bool has_cluster;
+	char cluster_name[CONFIG_NAME_MAX];
+	char secret_file[CONFIG_PATH_MAX];
+	uint32_t heartbeat_ms;          /* default 100 */
+	uint32_t dead_after_ms;         /* default 1000 */
+	uint32_t replicas;              /* default 1 */
+	uint32_t high_watermark_pct;    /* remotify above this % of local_mb (default 90) */
+	uint32_t low_watermark_pct;     /* ... until below this (default 80) */
+	bool remotify_ephemeral;        /* default true */
+	bool remotify_persistent;       /* default true */
+	uint32_t request_timeout_ms;    /* a remote request's limit (default dead_after_ms) */
+	/* compression thresholds in 1/1024ths of a page (0 = default) */
+	uint32_t pers_max_frac, pers_mean_max_frac, pers_mean_limit_frac;
+	/* nodes and exports */
+	size_t n_nodes;
+	struct config_node nodes[CONFIG_NODES_MAX];
+	size_t n_exports;
+	struct config_export exports[CONFIG_EXPORTS_MAX];
+};
+
+/* Fill c with the defaults (no file, no nodes). */
+void config_defaults(struct config *c);
+
+/*
+ * Parse path into c (defaults first) and check it whole: known sections and
+ * keys, numbers in range, unique node names/ids/addresses, a readable
+ * secret_file when there is more than one node. @return 0, or -EINVAL with
+ * err set to "FILE:LINE: problem".
+ */
+int config_load(struct config *c, const char *path, char *err, size_t errlen);
+
+/* @return the node named name, or NULL. */
+const struct config_node *config_find_node(const struct config *c, const char *name);
+
+/*
+ * Parse a size with an optional K/M/G/T suffix (powers of 1024).
+ * @return 0, or -EINVAL on junk, overflow or a negative number.
+ */
+int config_parse_size(const char *s, uint64_t *out);
+
+#endif /* RAMSTER_CONFIG_H */
