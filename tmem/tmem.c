@@ -1,0 +1,691 @@
+/*
+ * tmem.c - the tmem handle space: pools, objects, per-object index maps, and
+ * the coherency rules (get-get, put-put-get, destructive private ephemeral
+ * gets). Page data is opaque here: the data side makes and frees descriptors.
+ *
+ * Lock order (see tmem.h): bucket lock -> object-table lock -> data side.
+ * Objects live in exactly one bucket of their pool, are found by oid hash and
+ * by node-wide object number (the object table), and are freed when their
+ * map empties, unless a put in progress pins them.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tmem/map.h"
+#include "tmem/tmem.h"
+
+/* ---- structures ---------------------------------------------------------- */
+
+struct tmem_obj {
+	struct tmem_obj *next;  /* bucket chain */
+	struct tmem_oid oid;
+	uint32_t objno;         /* index in the object table */
+	uint32_t pin;           /* puts in progress: not freed while > 0 */
+	struct tmem_map map;
+	struct tmem_pool *pool;
+};
+
+struct tmem_bucket {
+	pthread_mutex_t lock;
+	struct tmem_obj **tab;  /* chained hash of objects; NULL when empty */
+	uint32_t mask;          /* size - 1 */
+	uint32_t n;             /* objects */
+};
+
+struct tmem_pool {
+	uint32_t id;
+	unsigned flags;
+	atomic_int refs;        /* the table's, plus one per call in progress */
+	atomic_bool dead;       /* destroyed: no new pages */
+	atomic_uint_fast64_t objects;
+	atomic_uint_fast64_t pages;
+	struct tmem *t;
+	struct tmem_bucket bucket[TMEM_BUCKETS];
+};
+
+/* A free object-table slot holds (next free << 1) | 1. */
+#define OBJTAB_FREE(next) ((uintptr_t)(next) << 1 | 1u)
+#define OBJTAB_IS_FREE(e) ((uintptr_t)(e) & 1u)
+#define OBJTAB_NEXT(e) ((uint32_t)((uintptr_t)(e) >> 1))
+#define OBJTAB_NONE UINT32_MAX
+
+struct tmem {
+	const struct tmem_pamops *ops;
+	void *ctx;
+
+	pthread_mutex_t pool_lock; /* the pool table; held with no other lock */
+	struct tmem_pool **pools;  /* TMEM_MAX_POOLS slots */
+	uint32_t pool_hint;
+
+	pthread_mutex_t obj_lock;  /* the object table */
+	uintptr_t *objtab;         /* struct tmem_obj * or a free-list link */
+	uint32_t objtab_size;
+	uint32_t objtab_free;      /* head of the free list, or OBJTAB_NONE */
+
+	/* counters (relaxed atomics: each is exact, the set is not a snapshot) */
+	atomic_uint_fast64_t puts, puts_dup, puts_failed, dup_put_flushes;
+	atomic_uint_fast64_t gets, hits, misses, get_errors;
+	atomic_uint_fast64_t flushes, flushed_pages, flush_objects;
+	atomic_uint_fast64_t pools_created, pools_destroyed, pools_now;
+	atomic_uint_fast64_t objects, pages, evicted_pages;
+	atomic_int_fast64_t map_nodes, bucket_bytes;
+};
+
+/* The bucket this thread holds while it calls the data side's create(). */
+static __thread struct tmem_bucket *held_bucket;
+
+#define CNT_ADD(c, v) atomic_fetch_add_explicit(&(c), (v), memory_order_relaxed)
+#define CNT_SUB(c, v) atomic_fetch_sub_explicit(&(c), (v), memory_order_relaxed)
+#define CNT_INC(c) CNT_ADD(c, 1)
+#define CNT_DEC(c) CNT_SUB(c, 1)
+#define CNT_GET(c) atomic_load_explicit(&(c), memory_order_relaxed)
+
+/* ---- hashing ------------------------------------------------------------- */
+
+static uint64_t oid_hash(const struct tmem_oid *oid)
+{
+	uint64_t h = oid->w[0] * 0x9e3779b97f4a7c15ull;
+
+	h ^= (oid->w[1] + 0x632be59bd9b4e019ull) * 0xbf58476d1ce4e5b9ull;
+	h ^= (oid->w[2] + 0x94d049bb133111ebull) * 0xc2b2ae3d27d4eb4full;
+	h ^= h >> 31;
+	h *= 0xd6e8feb86659fd93ull;
+	h ^= h >> 32;
+	return h;
+}
+
+static bool oid_eq(const struct tmem_oid *a, const struct tmem_oid *b)
+{
+	return a->w[0] == b->w[0] && a->w[1] == b->w[1] && a->w[2] == b->w[2];
+}
+
+static struct tmem_bucket *pool_bucket(struct tmem_pool *p, const struct tmem_oid *oid)
+{
+	return &p->bucket[oid_hash(oid) % TMEM_BUCKETS];
+}
+
+/* ---- pools: table and references ----------------------------------------- */
+
+static struct tmem_pool *pool_get(struct tmem *t, uint32_t id)
+{
+	struct tmem_pool *p = NULL;
+
+	if (id >= TMEM_MAX_POOLS)
+		return NULL;
+	pthread_mutex_lock(&t->pool_lock);
+	p = t->pools[id];
+	if (p)
+		atomic_fetch_add(&p->refs, 1);
+	pthread_mutex_unlock(&t->pool_lock);
+	return p;
+}
+
+static void pool_put(struct tmem_pool *p)
+{
+	unsigned i;
+
+	if (atomic_fetch_sub(&p->refs, 1) != 1)
+		return;
+	for (i = 0; i < TMEM_BUCKETS; i++) {
+		pthread_mutex_destroy(&p->bucket[i].lock);
+		free(p->bucket[i].tab);
+	}
+	free(p);
+}
+
+int tmem_pool_new(struct tmem *t, unsigned flags)
+{
+	struct tmem_pool *p;
+	uint32_t id, i;
+	unsigned b;
+
+	if (flags & ~(unsigned)(TMEM_PERSISTENT | TMEM_SHARED))
+		return -EINVAL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->flags = flags;
+	p->t = t;
+	atomic_init(&p->refs, 1);
+	for (b = 0; b < TMEM_BUCKETS; b++)
+		pthread_mutex_init(&p->bucket[b].lock, NULL);
+
+	pthread_mutex_lock(&t->pool_lock);
+	for (i = 0; i < TMEM_MAX_POOLS; i++) {
+		id = (t->pool_hint + i) % TMEM_MAX_POOLS;
+		if (!t->pools[id])
+			break;
+	}
+	if (i == TMEM_MAX_POOLS) {
+		pthread_mutex_unlock(&t->pool_lock);
+		pool_put(p);
+		return -ENOSPC;
+	}
+	p->id = id;
+	t->pools[id] = p;
+	t->pool_hint = id + 1;
+	pthread_mutex_unlock(&t->pool_lock);
+	CNT_INC(t->pools_created);
+	CNT_INC(t->pools_now);
+	return (int)id;
+}
+
+/* ---- objects --------------------------------------------------------------- */
+
+/* Caller holds b->lock. */
+static struct tmem_obj *obj_find(struct tmem_bucket *b, const struct tmem_oid *oid)
+{
+	struct tmem_obj *o;
+
+	if (!b->tab)
+		return NULL;
+	for (o = b->tab[oid_hash(oid) & b->mask]; o; o = o->next)
+		if (oid_eq(&o->oid, oid))
+			return o;
+	return NULL;
+}
+
+/* Double the bucket's table; caller holds b->lock. @return 0 or -ENOMEM. */
+static int bucket_grow(struct tmem *t, struct tmem_bucket *b)
+{
+	uint32_t size = b->tab ? (b->mask + 1) * 2 : 4, i;
+	struct tmem_obj **tab = calloc(size, sizeof(*tab));
+	struct tmem_obj *o, *next;
+
+	if (!tab)
+		return -ENOMEM;
+	for (i = 0; b->tab && i <= b->mask; i++) {
+		for (o = b->tab[i]; o; o = next) {
+			next = o->next;
+			o->next = tab[oid_hash(&o->oid) & (size - 1)];
+			tab[oid_hash(&o->oid) & (size - 1)] = o;
+		}
+	}
+	CNT_ADD(t->bucket_bytes, (int64_t)(size - (b->tab ? b->mask + 1 : 0)) * (int64_t)sizeof(*tab));
+	free(b->tab);
+	b->tab = tab;
+	b->mask = size - 1;
+	return 0;
+}
+
+/* Take a free object number for o. @return 0 or -ENOMEM. */
+static int objtab_alloc(struct tmem *t, struct tmem_obj *o)
+{
+	uint32_t no;
+
+	pthread_mutex_lock(&t->obj_lock);
+	if (t->objtab_free == OBJTAB_NONE) {
+		uint32_t size = t->objtab_size ? t->objtab_size * 2 : 1024, i;
+		uintptr_t *tab;
+
+		if (size <= t->objtab_size || size > (UINT32_MAX >> 1))
+			goto nomem;
+		tab = realloc(t->objtab, (size_t)size * sizeof(*tab));
+		if (!tab)
+			goto nomem;
+		for (i = t->objtab_size; i < size; i++)
+			tab[i] = OBJTAB_FREE(i + 1 < size ? i + 1 : OBJTAB_NONE);
+		t->objtab_free = t->objtab_size;
+		t->objtab = tab;
+		t->objtab_size = size;
+	}
+	no = t->objtab_free;
+	t->objtab_free = OBJTAB_NEXT(t->objtab[no]);
+	t->objtab[no] = (uintptr_t)o;
+	pthread_mutex_unlock(&t->obj_lock);
+	o->objno = no;
+	return 0;
+nomem:
+	pthread_mutex_unlock(&t->obj_lock);
+	return -ENOMEM;
+}
+
+/* Create the object for oid in bucket b (locked). @return it, or NULL. */
+static struct tmem_obj *obj_new(struct tmem_pool *p, struct tmem_bucket *b,
+				const struct tmem_oid *oid)
+{
+	struct tmem *t = p->t;
+	struct tmem_obj *o;
+	uint32_t slot;
+
+	if (b->n >= (b->tab ? b->mask + 1 : 0) && bucket_grow(t, b))
+		return NULL;
+	o = calloc(1, sizeof(*o));
+	if (!o)
+		return NULL;
+	o->oid = *oid;
+	o->pool = p;
+	if (objtab_alloc(t, o)) {
+		free(o);
+		return NULL;
+	}
+	slot = oid_hash(oid) & b->mask;
+	o->next = b->tab[slot];
+	b->tab[slot] = o;
+	b->n++;
+	CNT_INC(p->objects);
+	CNT_INC(t->objects);
+	return o;
+}
+
+/* Unlink and free an empty object; caller holds b->lock. */
+static void obj_free(struct tmem_bucket *b, struct tmem_obj *o)
+{
+	struct tmem *t = o->pool->t;
+	struct tmem_obj **pp = &b->tab[oid_hash(&o->oid) & b->mask];
+
+	while (*pp != o)
+		pp = &(*pp)->next;
+	*pp = o->next;
+	b->n--;
+	pthread_mutex_lock(&t->obj_lock);
+	t->objtab[o->objno] = OBJTAB_FREE(t->objtab_free);
+	t->objtab_free = o->objno;
+	pthread_mutex_unlock(&t->obj_lock);
+	CNT_DEC(o->pool->objects);
+	CNT_DEC(t->objects);
+	free(o);
+}
+
+static void obj_free_if_empty(struct tmem_bucket *b, struct tmem_obj *o)
+{
+	if (o->map.count == 0 && o->pin == 0)
+		obj_free(b, o);
+}
+
+static void nodes_account(struct tmem *t, int delta)
+{
+	if (delta)
+		CNT_ADD(t->map_nodes, delta);
+}
+
+/* Remove index from o and free its data. @return 0, or -ENOENT if absent. */
+static int obj_remove_page(struct tmem_obj *o, uint32_t index)
+{
+	struct tmem_pool *p = o->pool;
+	struct tmem *t = p->t;
+	uint64_t pampd;
+	int delta;
+
+	pampd = map_delete(&o->map, index, &delta);
+	nodes_account(t, delta);
+	if (!pampd)
+		return -ENOENT;
+	t->ops->free(t->ctx, p->flags & TMEM_PERSISTENT, pampd);
+	CNT_DEC(p->pages);
+	CNT_DEC(t->pages);
+	return 0;
+}
+
+struct drain_ctx {
+	struct tmem_pool *pool;
+	uint64_t n;
+};
+
+static void drain_one(void *arg, uint32_t index, uint64_t pampd)
+{
+	struct drain_ctx *d = arg;
+	struct tmem *t = d->pool->t;
+
+	(void)index;
+	t->ops->free(t->ctx, d->pool->flags & TMEM_PERSISTENT, pampd);
+	d->n++;
+}
+
+/* Free every page of o and o itself; caller holds b->lock. @return pages freed. */
+static uint64_t obj_destroy(struct tmem_bucket *b, struct tmem_obj *o)
+{
+	struct tmem_pool *p = o->pool;
+	struct drain_ctx d = { .pool = p };
+	size_t nodes;
+
+	nodes = map_drain(&o->map, drain_one, &d);
+	nodes_account(p->t, -(int)nodes);
+	CNT_SUB(p->pages, d.n);
+	CNT_SUB(p->t->pages, d.n);
+	obj_free(b, o);
+	return d.n;
+}
+
+/* ---- the handle space ------------------------------------------------------ */
+
+struct tmem *tmem_create(const struct tmem_pamops *ops, void *ctx)
+{
+	struct tmem *t;
+
+	if (!ops || !ops->create || !ops->get_data || !ops->free) {
+		errno = EINVAL;
+		return NULL;
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->pools = calloc(TMEM_MAX_POOLS, sizeof(*t->pools));
+	if (!t->pools) {
+		free(t);
+		return NULL;
+	}
+	t->ops = ops;
+	t->ctx = ctx;
+	t->objtab_free = OBJTAB_NONE;
+	pthread_mutex_init(&t->pool_lock, NULL);
+	pthread_mutex_init(&t->obj_lock, NULL);
+	return t;
+}
+
+void tmem_destroy(struct tmem *t)
+{
+	uint32_t i;
+
+	if (!t)
+		return;
+	for (i = 0; i < TMEM_MAX_POOLS; i++)
+		if (t->pools[i])
+			tmem_pool_destroy(t, i);
+	pthread_mutex_destroy(&t->pool_lock);
+	pthread_mutex_destroy(&t->obj_lock);
+	free(t->objtab);
+	free(t->pools);
+	free(t);
+}
+
+int tmem_pool_destroy(struct tmem *t, uint32_t id)
+{
+	struct tmem_pool *p;
+	uint64_t n = 0;
+	unsigned i;
+
+	if (id >= TMEM_MAX_POOLS)
+		return -ENOENT;
+	pthread_mutex_lock(&t->pool_lock);
+	p = t->pools[id];
+	if (p) {
+		t->pools[id] = NULL;
+		atomic_store(&p->dead, true);
+	}
+	pthread_mutex_unlock(&t->pool_lock);
+	if (!p)
+		return -ENOENT;
+	/* Calls already inside see dead under the bucket lock and back out. */
+	for (i = 0; i < TMEM_BUCKETS; i++) {
+		struct tmem_bucket *b = &p->bucket[i];
+		uint32_t s;
+
+		pthread_mutex_lock(&b->lock);
+		for (s = 0; b->tab && s <= b->mask; s++)
+			while (b->tab[s])
+				n += obj_destroy(b, b->tab[s]);
+		if (b->tab)
+			CNT_SUB(t->bucket_bytes, (int64_t)(b->mask + 1) * (int64_t)sizeof(*b->tab));
+		free(b->tab);
+		b->tab = NULL;
+		b->mask = 0;
+		pthread_mutex_unlock(&b->lock);
+	}
+	CNT_ADD(t->flushed_pages, n);
+	CNT_INC(t->pools_destroyed);
+	CNT_DEC(t->pools_now);
+	pool_put(p);
+	return 0;
+}
+
+int tmem_put(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_t index,
+	     const void *page)
+{
+	struct tmem_pool *p = pool_get(t, id);
+	bool pers;
+	struct tmem_bucket *b;
+	struct tmem_obj *o;
+	uint64_t pampd = 0, old;
+	int ret, delta;
+
+	CNT_INC(t->puts);
+	if (!p)
+		return -ENOENT;
+	pers = p->flags & TMEM_PERSISTENT;
+	b = pool_bucket(p, oid);
+	pthread_mutex_lock(&b->lock);
+	if (atomic_load(&p->dead)) {
+		ret = -ENOENT;
+		goto unlock;
+	}
+	o = obj_find(b, oid);
+	if (!o) {
+		o = obj_new(p, b, oid);
+		if (!o) {
+			ret = -ENOMEM;
+			goto unlock;
+		}
+	}
+	/* The data side may evict pages, even of this object: pin it, and read
+	 * the old descriptor only afterwards. */
+	o->pin++;
+	held_bucket = b;
+	ret = t->ops->create(t->ctx, pers, page, (struct tmem_ref){ o->objno, index }, &pampd);
+	held_bucket = NULL;
+	o->pin--;
+	if (ret == 0) {
+		ret = map_set(&o->map, index, pampd, &old, &delta);
+		nodes_account(t, delta);
+		if (ret) {
+			t->ops->free(t->ctx, pers, pampd);
+			goto refused;
+		}
+		if (old) {
+			t->ops->free(t->ctx, pers, old);
+			CNT_INC(t->puts_dup);
+		} else {
+			CNT_INC(p->pages);
+			CNT_INC(t->pages);
+		}
+		goto unlock;
+	}
+refused:
+	/* put-put-get: a refused duplicate put must not leave the old page. */
+	CNT_INC(t->puts_failed);
+	if (obj_remove_page(o, index) == 0)
+		CNT_INC(t->dup_put_flushes);
+	obj_free_if_empty(b, o);
+unlock:
+	pthread_mutex_unlock(&b->lock);
+	pool_put(p);
+	return ret;
+}
+
+int tmem_get(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_t index,
+	     void *page)
+{
+	struct tmem_pool *p = pool_get(t, id);
+	struct tmem_bucket *b;
+	struct tmem_obj *o;
+	uint64_t pampd = 0;
+	bool pers, destructive;
+	int ret = -ENOENT;
+
+	CNT_INC(t->gets);
+	if (!p) {
+		CNT_INC(t->misses);
+		return -ENOENT;
+	}
+	pers = p->flags & TMEM_PERSISTENT;
+	destructive = !pers && !(p->flags & TMEM_SHARED);
+	b = pool_bucket(p, oid);
+	pthread_mutex_lock(&b->lock);
+	o = atomic_load(&p->dead) ? NULL : obj_find(b, oid);
+	if (o)
+		pampd = map_lookup(&o->map, index);
+	if (!pampd)
+		goto unlock;
+	ret = t->ops->get_data(t->ctx, pers, pampd, page);
+	if (ret && !pers)
+		ret = -ENOENT; /* a lost ephemeral page is a miss */
+	/* Destructive gets, and ephemeral pages found lost, leave no page behind
+	 * (get-get: the next get fails too). A lost persistent page stays, so
+	 * every later get reports -EIO rather than a miss. */
+	if (destructive || (ret && !pers)) {
+		obj_remove_page(o, index);
+		obj_free_if_empty(b, o);
+	}
+unlock:
+	pthread_mutex_unlock(&b->lock);
+	pool_put(p);
+	if (ret == 0)
+		CNT_INC(t->hits);
+	else if (ret == -ENOENT)
+		CNT_INC(t->misses);
+	else
+		CNT_INC(t->get_errors);
+	return ret;
+}
+
+int tmem_flush_page(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_t index)
+{
+	struct tmem_pool *p = pool_get(t, id);
+	struct tmem_bucket *b;
+	struct tmem_obj *o;
+	int ret = -ENOENT;
+
+	CNT_INC(t->flushes);
+	if (!p)
+		return -ENOENT;
+	b = pool_bucket(p, oid);
+	pthread_mutex_lock(&b->lock);
+	o = atomic_load(&p->dead) ? NULL : obj_find(b, oid);
+	if (o) {
+		ret = obj_remove_page(o, index);
+		obj_free_if_empty(b, o);
+	}
+	pthread_mutex_unlock(&b->lock);
+	pool_put(p);
+	if (ret == 0)
+		CNT_INC(t->flushed_pages);
+	return ret;
+}
+
+int tmem_flush_object(struct tmem *t, uint32_t id, const struct tmem_oid *oid)
+{
+	struct tmem_pool *p = pool_get(t, id);
+	struct tmem_bucket *b;
+	struct tmem_obj *o;
+	int ret = -ENOENT;
+
+	CNT_INC(t->flush_objects);
+	if (!p)
+		return -ENOENT;
+	b = pool_bucket(p, oid);
+	pthread_mutex_lock(&b->lock);
+	o = atomic_load(&p->dead) ? NULL : obj_find(b, oid);
+	if (o && o->pin == 0) {
+		CNT_ADD(t->flushed_pages, obj_destroy(b, o));
+		ret = 0;
+	}
+	pthread_mutex_unlock(&b->lock);
+	pool_put(p);
+	return ret;
+}
+
+int tmem_replace(struct tmem *t, struct tmem_ref ref, uint64_t expect, uint64_t with, bool trylock)
+{
+	struct tmem_pool *p;
+	struct tmem_bucket *b;
+	struct tmem_obj *o;
+	struct tmem_oid oid;
+	uintptr_t e;
+	int ret = -ENOENT, delta;
+	bool locked = false;
+
+	pthread_mutex_lock(&t->obj_lock);
+	e = ref.objno < t->objtab_size ? t->objtab[ref.objno] : 1;
+	if (OBJTAB_IS_FREE(e)) {
+		pthread_mutex_unlock(&t->obj_lock);
+		return -ENOENT;
+	}
+	o = (struct tmem_obj *)e;
+	p = o->pool;
+	oid = o->oid;
+	/* The object is in the table, so its pool is not freed yet. */
+	atomic_fetch_add(&p->refs, 1);
+	pthread_mutex_unlock(&t->obj_lock);
+
+	b = pool_bucket(p, &oid);
+	if (b != held_bucket) {
+		if (trylock) {
+			if (pthread_mutex_trylock(&b->lock)) {
+				pool_put(p);
+				return -EBUSY;
+			}
+		} else {
+			pthread_mutex_lock(&b->lock);
+		}
+		locked = true;
+	}
+	/* o may have been freed meanwhile: find it again, by name and number. */
+	o = obj_find(b, &oid);
+	if (!o || o->objno != ref.objno || map_lookup(&o->map, ref.index) != expect)
+		goto out;
+	if (with) {
+		uint64_t old;
+
+		ret = map_set(&o->map, ref.index, with, &old, &delta);
+		nodes_account(t, delta);
+	} else {
+		map_delete(&o->map, ref.index, &delta);
+		nodes_account(t, delta);
+		CNT_DEC(p->pages);
+		CNT_DEC(t->pages);
+		CNT_INC(t->evicted_pages);
+		obj_free_if_empty(b, o);
+		ret = 0;
+	}
+out:
+	if (locked)
+		pthread_mutex_unlock(&b->lock);
+	pool_put(p);
+	return ret;
+}
+
+int tmem_pool_info(struct tmem *t, uint32_t id, struct tmem_pool_info *info)
+{
+	struct tmem_pool *p = pool_get(t, id);
+
+	if (!p)
+		return -ENOENT;
+	info->id = id;
+	info->flags = p->flags;
+	info->objects = CNT_GET(p->objects);
+	info->pages = CNT_GET(p->pages);
+	pool_put(p);
+	return 0;
+}
+
+void tmem_get_stats(struct tmem *t, struct tmem_stats *s)
+{
+	int64_t nodes = CNT_GET(t->map_nodes), bb = CNT_GET(t->bucket_bytes);
+
+	s->puts = CNT_GET(t->puts);
+	s->puts_dup = CNT_GET(t->puts_dup);
+	s->puts_failed = CNT_GET(t->puts_failed);
+	s->dup_put_flushes = CNT_GET(t->dup_put_flushes);
+	s->gets = CNT_GET(t->gets);
+	s->hits = CNT_GET(t->hits);
+	s->misses = CNT_GET(t->misses);
+	s->get_errors = CNT_GET(t->get_errors);
+	s->flushes = CNT_GET(t->flushes);
+	s->flushed_pages = CNT_GET(t->flushed_pages);
+	s->flush_objects = CNT_GET(t->flush_objects);
+	s->pools_created = CNT_GET(t->pools_created);
+	s->pools_destroyed = CNT_GET(t->pools_destroyed);
+	s->pools = CNT_GET(t->pools_now);
+	s->objects = CNT_GET(t->objects);
+	s->pages = CNT_GET(t->pages);
+	s->evicted_pages = CNT_GET(t->evicted_pages);
+	pthread_mutex_lock(&t->obj_lock);
+	s->meta_bytes = (uint64_t)t->objtab_size * sizeof(*t->objtab);
+	pthread_mutex_unlock(&t->obj_lock);
+	s->meta_bytes += sizeof(*t) + TMEM_MAX_POOLS * sizeof(*t->pools) +
+			 s->pools * sizeof(struct tmem_pool) + s->objects * sizeof(struct tmem_obj) +
+			 (uint64_t)(nodes > 0 ? nodes : 0) * map_node_size() + (uint64_t)(bb > 0 ? bb : 0);
+}
