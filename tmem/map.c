@@ -66,20 +66,22 @@ int map_set(struct tmem_map *m, uint32_t index, uint64_t val, uint64_t *old, int
 	/* Count and allocate every node we may need first, so a failure leaves
 	 * the map untouched. */
 	for (h = m->height ? m->height : 1; index > map_max_index(h); h++)
-		need++;                 /* new roots */
-	if (!m->root)
-		need++;                 /* the first root */
-	n = m->root;
-	if (n && h == m->height) {
+		;
+	if (!m->root) {
+		need = h;                               /* a root and a path */
+	} else if (h > m->height) {
+		/* new roots above, and a fresh path below the top one: index's
+		 * slot there is not 0, since index needs the new height */
+		need = (h - m->height) + (h - 1);
+	} else {
+		n = m->root;
 		for (level = h - 1; level > 0; level--) {
 			n = n->slot[map_slot_of(index, level)].child;
 			if (!n) {
-				need += level;
+				need = level;
 				break;
 			}
 		}
-	} else {
-		need += h - 1;          /* a fresh path below the (new) root */
 	}
 	for (i = 0; i < need; i++) {
 		fresh[i] = calloc(1, sizeof(struct map_node));
@@ -92,9 +94,9 @@ int map_set(struct tmem_map *m, uint32_t index, uint64_t val, uint64_t *old, int
 
 	if (!m->root) {
 		m->root = fresh[nfresh++];
-		m->height = 1;
+		m->height = (uint8_t)h;
 	}
-	while (index > map_max_index(m->height)) {
+	while (m->height < h) {
 		n = fresh[nfresh++];
 		n->slot[0].child = m->root;
 		n->count = 1;

@@ -1,0 +1,301 @@
+/*
+ * test_zcache.c - the local tier end to end in-process: compression policy,
+ * zero pages, the budget, eviction of ephemeral frames, and the rule that
+ * ephemeral pressure never costs a persistent page.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tmem/compress.h"
+#include "tmem/zcache.h"
+
+#define PAGE 4096
+
+/* A page that LZO compresses to roughly `noise` bytes: noise random bytes
+ * (from seed) followed by zeros. */
+static void mkpage(unsigned char *p, uint32_t seed, unsigned noise)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+	unsigned i;
+
+	memset(p, 0, PAGE);
+	for (i = 0; i < noise; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		p[i] = (unsigned char)x;
+	}
+	p[PAGE - 1] = (unsigned char)(seed | 1); /* never all zero */
+}
+
+static struct zcache *mk(uint64_t mb)
+{
+	struct zcache_config c = { .local_mb = mb };
+	struct zcache *z = zcache_create(&c);
+
+	assert_non_null(z);
+	return z;
+}
+
+static void test_bad_config(void **state)
+{
+	struct zcache_config c = { .local_mb = 0 };
+
+	assert_null(zcache_create(&c));
+	c.local_mb = 1;
+	c.pers_max_frac = 2000;
+	assert_null(zcache_create(&c));
+	assert_null(zcache_create(NULL));
+}
+
+static void test_zero_page_no_frame(void **state)
+{
+	struct zcache *z = mk(1);
+	struct tmem *t = zcache_tmem(z);
+	struct zcache_stats s;
+	unsigned char page[PAGE] = { 0 }, got[PAGE];
+	struct tmem_oid o = { { 1, 0, 0 } };
+	int p = tmem_pool_new(t, TMEM_PERSISTENT);
+	uint32_t i;
+
+	for (i = 0; i < 10000; i++) /* far beyond a 1 MiB budget of frames */
+		assert_int_equal(tmem_put(t, p, &o, i, page), 0);
+	zcache_get_stats(z, &s);
+	assert_int_equal(s.frames, 0);
+	assert_int_equal(s.zero_pages, 10000);
+	memset(got, 0xaa, PAGE);
+	assert_int_equal(tmem_get(t, p, &o, 9999, got), 0);
+	assert_memory_equal(page, got, PAGE);
+	assert_int_equal(tmem_flush_object(t, p, &o), 0);
+	zcache_get_stats(z, &s);
+	assert_int_equal(s.zero_pages, 0);
+	zcache_destroy(z);
+}
+
+static void test_poor_compression_refused(void **state)
+{
+	struct zcache *z = mk(4);
+	struct tmem *t = zcache_tmem(z);
+	struct zcache_stats s;
+	unsigned char page[PAGE], got[PAGE];
+	struct tmem_oid o = { { 1, 0, 0 } };
+	int pp = tmem_pool_new(t, TMEM_PERSISTENT), pe = tmem_pool_new(t, 0);
+
+	mkpage(page, 1, PAGE); /* random: does not compress */
+	assert_int_equal(tmem_put(t, pp, &o, 0, page), -E2BIG);
+	assert_int_equal(tmem_put(t, pe, &o, 0, page), -E2BIG);
+	/* ~3700 compressed bytes: above 7/8 for persistent, within a buddy for ephemeral */
+	mkpage(page, 2, 3450);
+	assert_int_equal(tmem_put(t, pp, &o, 1, page), -E2BIG);
+	assert_int_equal(tmem_put(t, pe, &o, 1, page), 0);
+	assert_int_equal(tmem_get(t, pe, &o, 1, got), 0);
+	assert_memory_equal(page, got, PAGE);
+	zcache_get_stats(z, &s);
+	assert_int_equal(s.refused_poor, 3);
+	zcache_destroy(z);
+}
+
+static void test_mean_size_rule(void **state)
+{
+	struct zcache *z = mk(16);
+	struct tmem *t = zcache_tmem(z);
+	unsigned char page[PAGE];
+	struct tmem_oid o = { { 1, 0, 0 } };
+	int p = tmem_pool_new(t, TMEM_PERSISTENT);
+	uint32_t i;
+
+	/* 3000-byte pages (between 5/8 and 7/8) are taken while the mean is low */
+	mkpage(page, 1, 500);
+	assert_int_equal(tmem_put(t, p, &o, 0, page), 0);
+	mkpage(page, 2, 3000);
+	assert_int_equal(tmem_put(t, p, &o, 1, page), 0);
+	/* push the mean above 5/8 with more 3000-byte pages: then they are refused */
+	for (i = 2; i < 40; i++) {
+		mkpage(page, i + 10, 3000);
+		if (tmem_put(t, p, &o, i, page) == -E2BIG)
+			break;
+	}
+	assert_true(i < 40);
+	/* a small page is still taken */
+	mkpage(page, 99, 300);
+	assert_int_equal(tmem_put(t, p, &o, 100, page), 0);
+	zcache_destroy(z);
+}
+
+static void test_ephemeral_evicts_lru(void **state)
+{
+	struct zcache *z = mk(1); /* 256 frames */
+	struct tmem *t = zcache_tmem(z);
+	struct zcache_stats s;
+	unsigned char page[PAGE], got[PAGE];
+	struct tmem_oid o = { { 7, 0, 0 } };
+	int p = tmem_pool_new(t, TMEM_SHARED); /* non-destructive gets */
+	uint32_t i, n = 3000;
+
+	for (i = 0; i < n; i++) {
+		mkpage(page, i, 1500);
+		assert_int_equal(tmem_put(t, p, &o, i, page), 0);
+	}
+	zcache_get_stats(z, &s);
+	assert_true(s.evicted_frames > 0);
+	assert_true(s.frames <= 256);
+	/* the newest survive, the oldest went first */
+	mkpage(page, n - 1, 1500);
+	assert_int_equal(tmem_get(t, p, &o, n - 1, got), 0);
+	assert_memory_equal(page, got, PAGE);
+	assert_int_equal(tmem_get(t, p, &o, 0, got), -ENOENT);
+	/* whatever survived is right */
+	for (i = 0; i < n; i++) {
+		if (tmem_get(t, p, &o, i, got) == 0) {
+			mkpage(page, i, 1500);
+			assert_memory_equal(page, got, PAGE);
+		}
+	}
+	zcache_destroy(z);
+}
+
+static void test_persistent_never_evicted(void **state)
+{
+	struct zcache *z = mk(1);
+	struct tmem *t = zcache_tmem(z);
+	struct zcache_stats s;
+	unsigned char page[PAGE], got[PAGE];
+	struct tmem_oid o = { { 7, 0, 0 } };
+	int pp = tmem_pool_new(t, TMEM_PERSISTENT), pe = tmem_pool_new(t, TMEM_SHARED);
+	uint32_t i, stored = 0;
+	int r;
+
+	/* half the tier ephemeral first */
+	for (i = 0; i < 256; i++) {
+		mkpage(page, 100000 + i, 1500);
+		assert_int_equal(tmem_put(t, pe, &o, i, page), 0);
+	}
+	/* persistent puts eat ephemeral frames until only persistent data is left */
+	for (i = 0; i < 2000; i++) {
+		mkpage(page, i, 1500);
+		r = tmem_put(t, pp, &o, i, page);
+		if (r == -ENOSPC)
+			break;
+		assert_int_equal(r, 0);
+		stored++;
+	}
+	assert_true(stored >= 400); /* ~2 a frame in 256 frames */
+	assert_true(i < 2000);
+	zcache_get_stats(z, &s);
+	assert_true(s.refused_nospace >= 1);
+	assert_int_equal(s.frames_eph, 0);
+	/* ephemeral pressure now is refused, and costs no persistent page */
+	for (i = 0; i < 500; i++) {
+		mkpage(page, 200000 + i, 1500);
+		assert_int_equal(tmem_put(t, pe, &o, 1000 + i, page), -ENOSPC);
+	}
+	for (i = 0; i < stored; i++) {
+		mkpage(page, i, 1500);
+		assert_int_equal(tmem_get(t, pp, &o, i, got), 0);
+		assert_memory_equal(page, got, PAGE);
+	}
+	/* flushing persistent pages makes room again */
+	assert_int_equal(tmem_flush_object(t, pp, &o), 0);
+	mkpage(page, 5, 1500);
+	assert_int_equal(tmem_put(t, pe, &o, 1, page), 0);
+	zcache_get_stats(z, &s);
+	assert_int_equal(s.frames_pers, 0);
+	zcache_destroy(z);
+}
+
+static void test_stats_names(void **state)
+{
+	struct zcache *z = mk(1);
+	int n = 0;
+
+	void count(void *arg, const char *name, uint64_t v, const char *help)
+	{
+		(*(int *)arg)++;
+		assert_non_null(help);
+		assert_true(strncmp(name, "tmem_", 5) == 0 || strncmp(name, "tier_", 5) == 0);
+	}
+	zcache_foreach_stat(z, count, &n);
+	assert_true(n > 25);
+	zcache_destroy(z);
+}
+
+/* Threads putting and getting in two pools while ephemeral eviction runs. */
+struct w {
+	struct tmem *t;
+	int pp, pe, id, errors;
+};
+
+static void *w_main(void *arg)
+{
+	struct w *w = arg;
+	unsigned char page[PAGE], got[PAGE];
+	uint32_t i;
+
+	for (i = 0; i < 3000; i++) {
+		struct tmem_oid o = { { (uint64_t)w->id, i % 7, 0 } };
+
+		mkpage(page, i * 4 + (uint32_t)w->id, 1200);
+		/* the tier may be full of persistent pages: then -ENOSPC, nothing else */
+		int re = tmem_put(w->t, w->pe, &o, i, page);
+
+		if (re && re != -ENOSPC)
+			w->errors++;
+		if (i % 4 == 0) {
+			int r = tmem_put(w->t, w->pp, &o, i, page);
+
+			if (r && r != -ENOSPC)
+				w->errors++;
+			if (r == 0 && (tmem_get(w->t, w->pp, &o, i, got) || memcmp(page, got, PAGE)))
+				w->errors++;
+			if (i % 8 == 0)
+				tmem_flush_page(w->t, w->pp, &o, i);
+		}
+		if (tmem_get(w->t, w->pe, &o, i, got) == 0 && memcmp(page, got, PAGE))
+			w->errors++;
+	}
+	return NULL;
+}
+
+static void test_threads_with_eviction(void **state)
+{
+	struct zcache *z = mk(2);
+	struct tmem *t = zcache_tmem(z);
+	struct w w[4];
+	pthread_t th[4];
+	int pp = tmem_pool_new(t, TMEM_PERSISTENT), pe = tmem_pool_new(t, 0), i;
+
+	for (i = 0; i < 4; i++) {
+		w[i] = (struct w){ t, pp, pe, i, 0 };
+		pthread_create(&th[i], NULL, w_main, &w[i]);
+	}
+	for (i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(w[i].errors, 0);
+	}
+	zcache_destroy(z);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bad_config),
+		cmocka_unit_test(test_zero_page_no_frame),
+		cmocka_unit_test(test_poor_compression_refused),
+		cmocka_unit_test(test_mean_size_rule),
+		cmocka_unit_test(test_ephemeral_evicts_lru),
+		cmocka_unit_test(test_persistent_never_evicted),
+		cmocka_unit_test(test_stats_names),
+		cmocka_unit_test(test_threads_with_eviction),
+	};
+
+	return cmocka_run_group_tests_name("zcache", tests, NULL, NULL);
+}
