@@ -106,6 +106,7 @@ struct zbud_stats {
 	uint64_t bytes;         /* compressed bytes in live buddies */
 	uint64_t max_frames;    /* the budget */
 	uint64_t meta_bytes;    /* RAM the allocator uses for bookkeeping now */
+	uint64_t bad_handles;   /* releases of bad or dead handles, ignored (a bug) */
 };
 void zbud_get_stats(struct zbud *zb, struct zbud_stats *s);
 

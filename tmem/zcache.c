@@ -278,6 +278,7 @@ void zcache_get_stats(struct zcache *z, struct zcache_stats *s)
 	s->zombies = zs.zombies;
 	s->budget_frames = z->budget_frames;
 	s->meta_bytes = zs.meta_bytes + ts.meta_bytes + sizeof(*z);
+	s->bad_handles = zs.bad_handles;
 }
 
 void zcache_foreach_stat(struct zcache *z,
@@ -325,5 +326,6 @@ void zcache_foreach_stat(struct zcache *z,
 	Z(zombies, "frames held as zombies");
 	Z(budget_frames, "the budget (local_mb) in frames");
 	Z(meta_bytes, "bookkeeping RAM beyond the frames");
+	Z(bad_handles, "zbud releases of bad handles (a bug if not 0)");
 #undef Z
 }

@@ -56,6 +56,7 @@ struct zcache_stats {
 	uint64_t zombies;
 	uint64_t budget_frames;      /* local_mb in frames */
 	uint64_t meta_bytes;         /* bookkeeping RAM of zbud and tmem together */
+	uint64_t bad_handles;        /* zbud releases of bad handles (a bug if not 0) */
 };
 void zcache_get_stats(struct zcache *z, struct zcache_stats *s);
 
