@@ -81,9 +81,11 @@ $(BUILD)/lib/libnode.a: $(NODE_OBJ) $(TRANS_OBJ)
 $(BUILD)/lib/libramster.a: $(LIB_OBJ) $(WIRE_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@; ar rcs $@ $^
-$(BUILD)/lib/libramster.so: $(LIB_OBJ) $(WIRE_OBJ)
+$(BUILD)/lib/libramster.so: $(LIB_OBJ) $(WIRE_OBJ) lib/ramster.map
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libramster.so.0 $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(CC) -shared -Wl,-soname,libramster.so.0 -Wl,--version-script=lib/ramster.map $(LDFLAGS) \
+	  -o $@ $(LIB_OBJ) $(WIRE_OBJ) $(PKG_LIBS)
+	ln -sf libramster.so $(BUILD)/lib/libramster.so.0
 
 # ---- programs ----------------------------------------------------------------
 $(BUILD)/bin/ramsterd: $(call obj,node/main.c) $(BUILD)/lib/libnode.a $(BUILD)/lib/libtier.a $(BUILD)/lib/libwire.a

@@ -24,6 +24,7 @@ struct tmem_obj {
 	struct tmem_oid oid;
 	uint32_t objno;         /* index in the object table */
 	uint32_t pin;           /* puts in progress: not freed while > 0 */
+	uint64_t nodes;         /* nodes its pages have named (ops->nodes), ever */
 	struct tmem_map map;
 	struct tmem_pool *pool;
 };
@@ -70,7 +71,7 @@ struct tmem {
 	atomic_uint_fast64_t gets, hits, misses, get_errors;
 	atomic_uint_fast64_t flushes, flushed_pages, flush_objects;
 	atomic_uint_fast64_t pools_created, pools_destroyed, pools_now;
-	atomic_uint_fast64_t objects, pages, evicted_pages;
+	atomic_uint_fast64_t objects, pages, evicted_pages, remote_gets;
 	atomic_int_fast64_t map_nodes, bucket_bytes;
 };
 
@@ -310,11 +311,13 @@ static int obj_remove_page(struct tmem_obj *o, uint32_t index)
 	uint64_t pampd;
 	int delta;
 
+	struct tmem_handle h = { p->id, o->oid, index };
+
 	pampd = map_delete(&o->map, index, &delta);
 	nodes_account(t, delta);
 	if (!pampd)
 		return -ENOENT;
-	t->ops->free(t->ctx, p->flags & TMEM_PERSISTENT, pampd);
+	t->ops->free(t->ctx, p->flags & TMEM_PERSISTENT, pampd, &h, false);
 	CNT_DEC(p->pages);
 	CNT_DEC(t->pages);
 	return 0;
@@ -322,6 +325,7 @@ static int obj_remove_page(struct tmem_obj *o, uint32_t index)
 
 struct drain_ctx {
 	struct tmem_pool *pool;
+	struct tmem_obj *obj;
 	uint64_t n;
 };
 
@@ -329,25 +333,41 @@ static void drain_one(void *arg, uint32_t index, uint64_t pampd)
 {
 	struct drain_ctx *d = arg;
 	struct tmem *t = d->pool->t;
+	struct tmem_handle h = { d->pool->id, d->obj->oid, index };
 
-	(void)index;
-	t->ops->free(t->ctx, d->pool->flags & TMEM_PERSISTENT, pampd);
+	t->ops->free(t->ctx, d->pool->flags & TMEM_PERSISTENT, pampd, &h, true);
 	d->n++;
 }
 
-/* Free every page of o and o itself; caller holds b->lock. @return pages freed. */
-static uint64_t obj_destroy(struct tmem_bucket *b, struct tmem_obj *o)
+/*
+ * Free every page of o and o itself; caller holds b->lock. The nodes its
+ * pages named are added to *nodes; with tell, flush_object tells them now.
+ * @return pages freed.
+ */
+static uint64_t obj_destroy(struct tmem_bucket *b, struct tmem_obj *o, bool tell, uint64_t *nodes)
 {
 	struct tmem_pool *p = o->pool;
-	struct drain_ctx d = { .pool = p };
-	size_t nodes;
+	struct tmem *t = p->t;
+	struct drain_ctx d = { .pool = p, .obj = o };
+	size_t freed;
 
-	nodes = map_drain(&o->map, drain_one, &d);
-	nodes_account(p->t, -(int)nodes);
+	freed = map_drain(&o->map, drain_one, &d);
+	nodes_account(t, -(int)freed);
 	CNT_SUB(p->pages, d.n);
-	CNT_SUB(p->t->pages, d.n);
+	CNT_SUB(t->pages, d.n);
+	if (tell && o->nodes && t->ops->flush_object) {
+		struct tmem_handle h = { p->id, o->oid, 0 };
+
+		t->ops->flush_object(t->ctx, p->flags & TMEM_PERSISTENT, &h, o->nodes);
+	}
+	*nodes |= o->nodes;
 	obj_free(b, o);
 	return d.n;
+}
+
+static uint64_t pampd_nodes(struct tmem *t, uint64_t pampd)
+{
+	return t->ops->nodes ? t->ops->nodes(t->ctx, pampd) : 0;
 }
 
 /* ---- the handle space ------------------------------------------------------ */
@@ -395,7 +415,7 @@ void tmem_destroy(struct tmem *t)
 int tmem_pool_destroy(struct tmem *t, uint32_t id)
 {
 	struct tmem_pool *p;
-	uint64_t n = 0;
+	uint64_t n = 0, nodes = 0;
 	unsigned i;
 
 	if (id >= TMEM_MAX_POOLS)
@@ -417,7 +437,7 @@ int tmem_pool_destroy(struct tmem *t, uint32_t id)
 		pthread_mutex_lock(&b->lock);
 		for (s = 0; b->tab && s <= b->mask; s++)
 			while (b->tab[s])
-				n += obj_destroy(b, b->tab[s]);
+				n += obj_destroy(b, b->tab[s], false, &nodes);
 		if (b->tab)
 			CNT_SUB(t->bucket_bytes, (int64_t)(b->mask + 1) * (int64_t)sizeof(*b->tab));
 		free(b->tab);
@@ -425,6 +445,8 @@ int tmem_pool_destroy(struct tmem *t, uint32_t id)
 		b->mask = 0;
 		pthread_mutex_unlock(&b->lock);
 	}
+	if (nodes && t->ops->flush_pool)
+		t->ops->flush_pool(t->ctx, p->flags & TMEM_PERSISTENT, p->id, nodes);
 	CNT_ADD(t->flushed_pages, n);
 	CNT_INC(t->pools_destroyed);
 	CNT_DEC(t->pools_now);
@@ -471,11 +493,16 @@ int tmem_put(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_t i
 		ret = map_set(&o->map, index, pampd, &old, &delta);
 		nodes_account(t, delta);
 		if (ret) {
-			t->ops->free(t->ctx, pers, pampd);
+			struct tmem_handle h = { p->id, *oid, index };
+
+			t->ops->free(t->ctx, pers, pampd, &h, false);
 			goto refused;
 		}
+		o->nodes |= pampd_nodes(t, pampd);
 		if (old) {
-			t->ops->free(t->ctx, pers, old);
+			struct tmem_handle h = { p->id, *oid, index };
+
+			t->ops->free(t->ctx, pers, old, &h, false);
 			CNT_INC(t->puts_dup);
 		} else {
 			CNT_INC(p->pages);
@@ -497,6 +524,12 @@ unlock:
 
 int tmem_get(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_t index,
 	     void *page)
+{
+	return tmem_get_ex(t, id, oid, index, page, NULL);
+}
+
+int tmem_get_ex(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_t index,
+		void *page, uint64_t *remote)
 {
 	struct tmem_pool *p = pool_get(t, id);
 	struct tmem_bucket *b;
@@ -520,6 +553,11 @@ int tmem_get(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_t i
 	if (!pampd)
 		goto unlock;
 	ret = t->ops->get_data(t->ctx, pers, pampd, page);
+	if (ret == -EREMOTE) {
+		if (remote)
+			*remote = pampd;
+		goto unlock;
+	}
 	if (ret && !pers)
 		ret = -ENOENT; /* a lost ephemeral page is a miss */
 	/* Destructive gets, and ephemeral pages found lost, leave no page behind
@@ -532,13 +570,90 @@ int tmem_get(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_t i
 unlock:
 	pthread_mutex_unlock(&b->lock);
 	pool_put(p);
+	if (ret == -EREMOTE)
+		CNT_INC(t->remote_gets);
+	else
+		tmem_note_get(t, ret);
+	return ret;
+}
+
+void tmem_note_get(struct tmem *t, int ret)
+{
 	if (ret == 0)
 		CNT_INC(t->hits);
 	else if (ret == -ENOENT)
 		CNT_INC(t->misses);
 	else
 		CNT_INC(t->get_errors);
+}
+
+int tmem_update(struct tmem *t, const struct tmem_handle *h,
+		int (*fn)(void *arg, struct tmem_ref ref, bool pers, uint64_t *pampd), void *arg)
+{
+	struct tmem_pool *p = pool_get(t, h->pool);
+	struct tmem_ref ref = { UINT32_MAX, h->index };
+	struct tmem_bucket *b;
+	struct tmem_obj *o;
+	uint64_t pampd = 0, was;
+	int ret, delta;
+
+	if (!p)
+		return -ENOENT;
+	b = pool_bucket(p, &h->oid);
+	pthread_mutex_lock(&b->lock);
+	o = atomic_load(&p->dead) ? NULL : obj_find(b, &h->oid);
+	if (o) {
+		ref.objno = o->objno;
+		pampd = map_lookup(&o->map, h->index);
+		o->pin++;
+	}
+	was = pampd;
+	held_bucket = b;
+	ret = fn(arg, ref, p->flags & TMEM_PERSISTENT, &pampd);
+	held_bucket = NULL;
+	if (o)
+		o->pin--;
+	if (o && was && pampd != was) {
+		/* eviction inside fn may have removed the page meanwhile */
+		uint64_t cur = map_lookup(&o->map, h->index), old;
+
+		if (cur && pampd) {
+			map_set(&o->map, h->index, pampd, &old, &delta);
+			nodes_account(t, delta);
+			o->nodes |= pampd_nodes(t, pampd);
+		} else if (cur) {
+			map_delete(&o->map, h->index, &delta);
+			nodes_account(t, delta);
+			CNT_DEC(p->pages);
+			CNT_DEC(t->pages);
+		}
+	}
+	if (o)
+		obj_free_if_empty(b, o);
+	pthread_mutex_unlock(&b->lock);
+	pool_put(p);
 	return ret;
+}
+
+int tmem_ref_resolve(struct tmem *t, struct tmem_ref ref, struct tmem_handle *h, unsigned *flags)
+{
+	struct tmem_obj *o;
+	uintptr_t e;
+
+	pthread_mutex_lock(&t->obj_lock);
+	e = ref.objno < t->objtab_size ? t->objtab[ref.objno] : 1;
+	if (OBJTAB_IS_FREE(e)) {
+		pthread_mutex_unlock(&t->obj_lock);
+		return -ENOENT;
+	}
+	o = (struct tmem_obj *)e;
+	h->pool = o->pool->id;
+	h->oid = o->oid;
+	h->index = ref.index;
+	if (flags)
+		*flags = o->pool->flags;
+	pthread_mutex_unlock(&t->obj_lock);
+	return 0;
 }
 
 int tmem_flush_page(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_t index)
@@ -579,7 +694,9 @@ int tmem_flush_object(struct tmem *t, uint32_t id, const struct tmem_oid *oid)
 	pthread_mutex_lock(&b->lock);
 	o = atomic_load(&p->dead) ? NULL : obj_find(b, oid);
 	if (o && o->pin == 0) {
-		CNT_ADD(t->flushed_pages, obj_destroy(b, o));
+		uint64_t nodes = 0;
+
+		CNT_ADD(t->flushed_pages, obj_destroy(b, o, true, &nodes));
 		ret = 0;
 	}
 	pthread_mutex_unlock(&b->lock);
@@ -631,6 +748,7 @@ int tmem_replace(struct tmem *t, struct tmem_ref ref, uint64_t expect, uint64_t 
 
 		ret = map_set(&o->map, ref.index, with, &old, &delta);
 		nodes_account(t, delta);
+		o->nodes |= pampd_nodes(t, with);
 	} else {
 		map_delete(&o->map, ref.index, &delta);
 		nodes_account(t, delta);
@@ -682,6 +800,7 @@ void tmem_get_stats(struct tmem *t, struct tmem_stats *s)
 	s->objects = CNT_GET(t->objects);
 	s->pages = CNT_GET(t->pages);
 	s->evicted_pages = CNT_GET(t->evicted_pages);
+	s->remote_gets = CNT_GET(t->remote_gets);
 	pthread_mutex_lock(&t->obj_lock);
 	s->meta_bytes = (uint64_t)t->objtab_size * sizeof(*t->objtab);
 	pthread_mutex_unlock(&t->obj_lock);

@@ -39,6 +39,13 @@ struct tmem_ref {
 	uint32_t index;
 };
 
+/* Names a page by its handle: node-wide pool id, oid, index. */
+struct tmem_handle {
+	uint32_t pool;
+	struct tmem_oid oid;
+	uint32_t index;
+};
+
 /* The data side. Every callback is called with the handle's bucket lock held. */
 struct tmem_pamops {
 	/*
@@ -46,10 +53,22 @@ struct tmem_pamops {
 	 * *pampd set (non-zero), or -errno to refuse (-E2BIG, -ENOSPC, ...).
 	 */
 	int (*create)(void *ctx, bool pers, const void *page, struct tmem_ref ref, uint64_t *pampd);
-	/* Copy the page behind pampd into page. @return 0 or -errno (-EIO lost). */
+	/*
+	 * Copy the page behind pampd into page. @return 0 or -errno (-EIO lost);
+	 * -EREMOTE when the page lives elsewhere (see tmem_get_ex).
+	 */
 	int (*get_data)(void *ctx, bool pers, uint64_t pampd, void *page);
-	/* Release what pampd holds. */
-	void (*free)(void *ctx, bool pers, uint64_t pampd);
+	/*
+	 * Release what pampd holds for handle h. bulk: the whole object or pool
+	 * goes, and flush_object / flush_pool follow for the nodes it named.
+	 */
+	void (*free)(void *ctx, bool pers, uint64_t pampd, const struct tmem_handle *h, bool bulk);
+	/* Optional: the set of nodes (bit n-1 for node n) a descriptor involves. */
+	uint64_t (*nodes)(void *ctx, uint64_t pampd);
+	/* Optional: after the bulk frees of an object whose pages named nodes (non-zero). */
+	void (*flush_object)(void *ctx, bool pers, const struct tmem_handle *h, uint64_t nodes);
+	/* Optional: after the bulk frees of a destroyed pool whose pages named nodes (non-zero). */
+	void (*flush_pool)(void *ctx, bool pers, uint32_t pool, uint64_t nodes);
 };
 
 struct tmem;
@@ -79,6 +98,35 @@ int tmem_put(struct tmem *t, uint32_t pool, const struct tmem_oid *oid, uint32_t
  */
 int tmem_get(struct tmem *t, uint32_t pool, const struct tmem_oid *oid, uint32_t index,
 	     void *page);
+
+/*
+ * tmem_get for callers that can wait: when the page lives elsewhere, @return
+ * -EREMOTE with *pampd set and nothing changed (no destructive get, no hit or
+ * miss counted): the caller fetches it and finishes with tmem_update and
+ * tmem_note_get. With pampd NULL, -EREMOTE is returned the same way.
+ */
+int tmem_get_ex(struct tmem *t, uint32_t pool, const struct tmem_oid *oid, uint32_t index,
+		void *page, uint64_t *pampd);
+
+/* Count the outcome of a get finished outside tmem_get (0, -ENOENT, -EIO). */
+void tmem_note_get(struct tmem *t, int result);
+
+/*
+ * Run fn under the handle's bucket lock with the page's descriptor (0 when
+ * absent; ref.objno is then UINT32_MAX). fn may set *pampd: to a new non-zero
+ * value (replacing a present page; the old one is NOT freed: fn owns that),
+ * or to 0 (removing it, again without free). fn runs as the data side does:
+ * it may evict through tmem_replace. @return fn's result, or -ENOENT when
+ * there is no such pool.
+ */
+int tmem_update(struct tmem *t, const struct tmem_handle *h,
+		int (*fn)(void *arg, struct tmem_ref ref, bool pers, uint64_t *pampd), void *arg);
+
+/*
+ * Name the page behind ref: its handle and its pool's flags.
+ * @return 0, or -ENOENT when the object is gone.
+ */
+int tmem_ref_resolve(struct tmem *t, struct tmem_ref ref, struct tmem_handle *h, unsigned *flags);
 
 /* @return 0 flushed; -ENOENT nothing there. */
 int tmem_flush_page(struct tmem *t, uint32_t pool, const struct tmem_oid *oid, uint32_t index);
@@ -125,6 +173,7 @@ struct tmem_stats {
 	uint64_t objects;        /* objects now */
 	uint64_t pages;          /* pages now (descriptors held) */
 	uint64_t evicted_pages;  /* pages removed through tmem_replace */
+	uint64_t remote_gets;    /* gets that found the page elsewhere (-EREMOTE) */
 	uint64_t meta_bytes;     /* RAM of pool, object and index bookkeeping now */
 };
 void tmem_get_stats(struct tmem *t, struct tmem_stats *s);

@@ -12,14 +12,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <lzo/lzoconf.h>
+
 #include "tmem/compress.h"
 #include "tmem/zbud.h"
 #include "tmem/zcache.h"
 
 /* ---- descriptors ---------------------------------------------------------- */
 
-enum pampd_kind { PAMPD_ZBUD = 1, PAMPD_ZERO = 2 };
+enum pampd_kind { PAMPD_ZBUD = 1, PAMPD_ZERO = 2, PAMPD_REMOTE = 3 };
 
+/*
+ * ZBUD:   bits 32..63 zbud handle.
+ * REMOTE: bits 2..7 node - 1, 8..15 epoch, 16..28 compressed length,
+ *         32..63 checksum.
+ */
 #define PAMPD_KIND(p) ((unsigned)((p)&3u))
 #define PAMPD_HANDLE(p) ((uint32_t)((p) >> 32))
 #define PAMPD_MAKE_ZBUD(h) (((uint64_t)(h) << 32) | PAMPD_ZBUD)
@@ -42,12 +49,42 @@ struct zcache {
 	atomic_uint_fast64_t refused_poor, refused_nospace, refused_error;
 	atomic_uint_fast64_t evicted_frames, evicted_pages, evict_busy;
 	atomic_uint_fast64_t decompress_errors;
+	atomic_uint_fast64_t remote_pages, remotified, remotify_stale, repatriated, brought_home;
+	atomic_uint_fast64_t checksum_errors, remote_lost;
+
+	const struct zcache_remote_ops *remote; /* the collective, or NULL */
+	void *remote_arg;
+	uint64_t home_limit;                    /* frames; bring pages home below it */
 };
 
 #define CNT_ADD(c, v) atomic_fetch_add_explicit(&(c), (v), memory_order_relaxed)
 #define CNT_SUB(c, v) atomic_fetch_sub_explicit(&(c), (v), memory_order_relaxed)
 #define CNT_INC(c) CNT_ADD(c, 1)
 #define CNT_GET(c) atomic_load_explicit(&(c), memory_order_relaxed)
+
+/* ---- remote descriptors ------------------------------------------------------ */
+
+static uint64_t pampd_make_remote(const struct zcache_remote *r)
+{
+	return PAMPD_REMOTE | (uint64_t)((r->node - 1) & 63) << 2 | (uint64_t)(r->epoch & 255) << 8 |
+	       (uint64_t)(r->len & 8191) << 16 | (uint64_t)r->checksum << 32;
+}
+
+bool zcache_pampd_remote(uint64_t pampd, struct zcache_remote *r)
+{
+	if (PAMPD_KIND(pampd) != PAMPD_REMOTE)
+		return false;
+	r->node = (unsigned)((pampd >> 2) & 63) + 1;
+	r->epoch = (unsigned)((pampd >> 8) & 255);
+	r->len = (unsigned)((pampd >> 16) & 8191);
+	r->checksum = (uint32_t)(pampd >> 32);
+	return true;
+}
+
+uint32_t zcache_checksum(const void *data, size_t len)
+{
+	return (uint32_t)lzo_adler32(1, data, (lzo_uint)len);
+}
 
 /* Where a put compresses to; one per thread. */
 static __thread unsigned char zcache_cbuf[COMPRESS_BOUND];
@@ -160,12 +197,23 @@ static int zcache_get_data(void *ctx, bool pers, uint64_t pampd, void *page)
 			return -EIO;
 		}
 		return 0;
+	case PAMPD_REMOTE: {
+		struct zcache_remote r;
+
+		zcache_pampd_remote(pampd, &r);
+		if (!z->remote || !z->remote->alive(z->remote_arg, r.node, r.epoch)) {
+			CNT_INC(z->remote_lost);
+			return -EIO;
+		}
+		return -EREMOTE;
+	}
 	default:
 		return -EIO;
 	}
 }
 
-static void zcache_free_pampd(void *ctx, bool pers, uint64_t pampd)
+static void zcache_free_pampd(void *ctx, bool pers, uint64_t pampd, const struct tmem_handle *h,
+			      bool bulk)
 {
 	struct zcache *z = ctx;
 	unsigned len = 0;
@@ -181,16 +229,199 @@ static void zcache_free_pampd(void *ctx, bool pers, uint64_t pampd)
 		}
 		zbud_release(z->zbud, PAMPD_HANDLE(pampd));
 		break;
+	case PAMPD_REMOTE: {
+		struct zcache_remote r;
+
+		zcache_pampd_remote(pampd, &r);
+		CNT_SUB(z->remote_pages, 1);
+		if (!bulk && z->remote)
+			z->remote->flush_page(z->remote_arg, r.node, pers, h);
+		break;
+	}
 	default:
 		break;
 	}
+}
+
+static uint64_t zcache_pampd_nodes(void *ctx, uint64_t pampd)
+{
+	struct zcache_remote r;
+
+	return zcache_pampd_remote(pampd, &r) ? 1ull << (r.node - 1) : 0;
+}
+
+static void zcache_flush_object(void *ctx, bool pers, const struct tmem_handle *h, uint64_t nodes)
+{
+	struct zcache *z = ctx;
+
+	if (z->remote)
+		z->remote->flush_object(z->remote_arg, nodes, pers, h);
+}
+
+static void zcache_flush_pool(void *ctx, bool pers, uint32_t pool, uint64_t nodes)
+{
+	struct zcache *z = ctx;
+
+	if (z->remote)
+		z->remote->flush_pool(z->remote_arg, nodes, pers, pool);
 }
 
 static const struct tmem_pamops zcache_pamops = {
 	.create = zcache_create_pampd,
 	.get_data = zcache_get_data,
 	.free = zcache_free_pampd,
+	.nodes = zcache_pampd_nodes,
+	.flush_object = zcache_flush_object,
+	.flush_pool = zcache_flush_pool,
 };
+
+/* ---- the remote tier ------------------------------------------------------------------ */
+
+void zcache_set_remote(struct zcache *z, const struct zcache_remote_ops *ops, void *arg)
+{
+	z->remote = ops;
+	z->remote_arg = arg;
+}
+
+unsigned zcache_usage_pct(struct zcache *z)
+{
+	struct zbud_stats zs;
+
+	zbud_get_stats(z->zbud, &zs);
+	return (unsigned)(zs.frames * 100 / (zs.max_frames ? zs.max_frames : 1));
+}
+
+void zcache_set_home_limit(struct zcache *z, uint64_t frames)
+{
+	z->home_limit = frames;
+}
+
+int zcache_remotify_take(struct zcache *z, bool pers, struct zcache_out *o)
+{
+	struct zbud_victim v;
+	unsigned i, flags;
+
+	if (zbud_zombify_lru(z->zbud, pers, &v))
+		return -ENOENT;
+	o->frame = v.frame;
+	o->pers = pers;
+	o->n = v.n;
+	for (i = 0; i < v.n; i++) {
+		struct zcache_out_page *p = &o->p[i];
+
+		p->ref = (struct tmem_ref){ v.ref[i].objno, v.ref[i].index };
+		p->handle = v.handle[i];
+		p->data = zbud_data(z->zbud, v.handle[i], &p->len);
+		p->checksum = p->data ? zcache_checksum(p->data, p->len) : 0;
+		p->resolved = p->data && tmem_ref_resolve(z->tmem, p->ref, &p->h, &flags) == 0;
+		p->pers = p->resolved && (flags & TMEM_PERSISTENT);
+	}
+	return 0;
+}
+
+int zcache_remotify_commit(struct zcache *z, struct zcache_out *o, unsigned i,
+			   const struct zcache_remote *r)
+{
+	struct zcache_out_page *p = &o->p[i];
+	int ret;
+
+	ret = tmem_replace(z->tmem, p->ref, PAMPD_MAKE_ZBUD(p->handle), pampd_make_remote(r), false);
+	if (ret) {
+		CNT_INC(z->remotify_stale);
+		return -ENOENT;
+	}
+	if (p->pers) {
+		CNT_SUB(z->pers_pages, 1);
+		CNT_SUB(z->pers_bytes, p->len);
+	}
+	zbud_release(z->zbud, p->handle);
+	CNT_INC(z->remote_pages);
+	CNT_INC(z->remotified);
+	return 0;
+}
+
+void zcache_remotify_done(struct zcache *z, struct zcache_out *o)
+{
+	zbud_zombie_done(z->zbud, o->frame);
+}
+
+struct home_ctx {
+	struct zcache *z;
+	uint64_t expect;
+	bool destructive;
+	int result;
+	const void *cdata;
+	size_t clen;
+	bool home;
+};
+
+/* Under the handle's bucket lock (tmem_update): settle the handle after a remote get. */
+static int zcache_home_fn(void *arg, struct tmem_ref ref, bool pers, uint64_t *pampd)
+{
+	struct home_ctx *c = arg;
+	struct zcache *z = c->z;
+	struct zbud_stats zs;
+	uint32_t handle;
+
+	if (*pampd != c->expect)
+		return 0; /* changed meanwhile: the new page is not ours to touch */
+	if (c->result && !pers) {
+		*pampd = 0; /* a lost ephemeral page stays a miss (get-get) */
+		CNT_SUB(z->remote_pages, 1);
+		return 0;
+	}
+	if (c->result)
+		return 0; /* a lost persistent page keeps answering -EIO */
+	if (c->destructive) {
+		*pampd = 0; /* the holder deleted it as it answered */
+		CNT_SUB(z->remote_pages, 1);
+		return 0;
+	}
+	zbud_get_stats(z->zbud, &zs);
+	if (!pers || zs.frames >= z->home_limit)
+		return 0;
+	if (zbud_store(z->zbud, pers, c->cdata, (unsigned)c->clen,
+		       (struct zbud_ref){ ref.objno, ref.index }, &handle))
+		return 0;
+	*pampd = PAMPD_MAKE_ZBUD(handle);
+	CNT_INC(z->pers_pages);
+	CNT_ADD(z->pers_bytes, c->clen);
+	CNT_SUB(z->remote_pages, 1);
+	CNT_INC(z->brought_home);
+	c->home = true;
+	return 0;
+}
+
+int zcache_repatriate_finish(struct zcache *z, const struct tmem_handle *h, uint64_t expect,
+			     bool destructive, int result, const void *cdata, size_t clen, void *page,
+			     bool *home)
+{
+	struct zcache_remote r;
+	struct home_ctx c = { z, expect, destructive, 0, cdata, clen, false };
+
+	*home = false;
+	if (!zcache_pampd_remote(expect, &r))
+		return -EINVAL;
+	if (result == 0) {
+		if (clen != r.len || zcache_checksum(cdata, clen) != r.checksum) {
+			CNT_INC(z->checksum_errors);
+			result = -EIO;
+		} else if (compress_unpage(cdata, clen, page)) {
+			CNT_INC(z->decompress_errors);
+			result = -EIO;
+		}
+	} else {
+		CNT_INC(z->remote_lost);
+		result = -EIO;
+	}
+	c.result = result;
+	tmem_update(z->tmem, h, zcache_home_fn, &c);
+	*home = c.home;
+	if (result == 0)
+		CNT_INC(z->repatriated);
+	/* an ephemeral page that could not be had is a miss */
+	return result;
+}
 
 /* ---- life cycle -------------------------------------------------------------------- */
 
@@ -226,6 +457,7 @@ struct zcache *zcache_create(const struct zcache_config *cfg)
 	z->zbud = zbud_create((uint32_t)frames);
 	if (!z->zbud)
 		goto fail;
+	z->home_limit = frames * 8 / 10;
 	z->tmem = tmem_create(&zcache_pamops, z);
 	if (!z->tmem)
 		goto fail_zbud;
@@ -279,6 +511,13 @@ void zcache_get_stats(struct zcache *z, struct zcache_stats *s)
 	s->budget_frames = z->budget_frames;
 	s->meta_bytes = zs.meta_bytes + ts.meta_bytes + sizeof(*z);
 	s->bad_handles = zs.bad_handles;
+	s->remote_pages = CNT_GET(z->remote_pages);
+	s->remotified = CNT_GET(z->remotified);
+	s->remotify_stale = CNT_GET(z->remotify_stale);
+	s->repatriated = CNT_GET(z->repatriated);
+	s->brought_home = CNT_GET(z->brought_home);
+	s->checksum_errors = CNT_GET(z->checksum_errors);
+	s->remote_lost = CNT_GET(z->remote_lost);
 }
 
 void zcache_foreach_stat(struct zcache *z,
@@ -307,6 +546,7 @@ void zcache_foreach_stat(struct zcache *z,
 	T(pools_destroyed, "pools destroyed");
 	T(objects, "objects now");
 	T(pages, "pages held now");
+	T(remote_gets, "gets that went to a peer");
 #undef T
 #define Z(f, h) fn(arg, "tier_" #f, s.f, h)
 	Z(stored_pages, "compressed pages in frames now");
@@ -327,5 +567,12 @@ void zcache_foreach_stat(struct zcache *z,
 	Z(budget_frames, "the budget (local_mb) in frames");
 	Z(meta_bytes, "bookkeeping RAM beyond the frames");
 	Z(bad_handles, "zbud releases of bad handles (a bug if not 0)");
+	Z(remote_pages, "pages whose copy is on a peer now");
+	Z(remotified, "pages moved to peers (remotify)");
+	Z(remotify_stale, "pages changed while being remotified (remote copy flushed)");
+	Z(repatriated, "remote pages fetched back for a get (repatriate)");
+	Z(brought_home, "repatriated persistent pages stored locally again");
+	Z(checksum_errors, "remote pages that failed their checksum (-EIO)");
+	Z(remote_lost, "gets of pages whose holder is dead or lost them");
 #undef Z
 }

@@ -12,6 +12,7 @@
 #ifndef RAMSTER_ZCACHE_H
 #define RAMSTER_ZCACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -57,8 +58,98 @@ struct zcache_stats {
 	uint64_t budget_frames;      /* local_mb in frames */
 	uint64_t meta_bytes;         /* bookkeeping RAM of zbud and tmem together */
 	uint64_t bad_handles;        /* zbud releases of bad handles (a bug if not 0) */
+	uint64_t remote_pages;       /* pages whose copy is on a peer now */
+	uint64_t remotified;         /* pages moved to peers */
+	uint64_t remotify_stale;     /* pages changed while in flight (remote copy flushed) */
+	uint64_t repatriated;        /* remote pages fetched back for a get */
+	uint64_t brought_home;       /* of those, stored locally again */
+	uint64_t checksum_errors;    /* remote pages whose bytes failed the checksum */
+	uint64_t remote_lost;        /* gets of pages on a dead peer */
 };
 void zcache_get_stats(struct zcache *z, struct zcache_stats *s);
+
+/* ---- the remote tier (used by the collective) --------------------------- */
+
+/* A remote descriptor, decoded: the page lives on node (1..64). */
+struct zcache_remote {
+	unsigned node;      /* 1..64 */
+	unsigned epoch;     /* the owner's epoch for that node (mod 256) when sent */
+	unsigned len;       /* compressed bytes */
+	uint32_t checksum;  /* adler32 of them */
+};
+
+struct zcache_remote_ops {
+	/* Is node alive in this epoch (mod 256)? A page on a node that is not is lost. */
+	bool (*alive)(void *arg, unsigned node, unsigned epoch);
+	/* The page h held on node is no longer wanted: tell the node (asynchronously). */
+	void (*flush_page)(void *arg, unsigned node, bool pers, const struct tmem_handle *h);
+	/* The object h (index ignored) / the pool is gone: tell every node in nodes. */
+	void (*flush_object)(void *arg, uint64_t nodes, bool pers, const struct tmem_handle *h);
+	void (*flush_pool)(void *arg, uint64_t nodes, bool pers, uint32_t pool);
+};
+
+/* Attach the collective. Call before any page goes remote. */
+void zcache_set_remote(struct zcache *z, const struct zcache_remote_ops *ops, void *arg);
+
+/* @return true with *r filled if pampd is a remote descriptor. */
+bool zcache_pampd_remote(uint64_t pampd, struct zcache_remote *r);
+
+/* The checksum of compressed bytes, as remote descriptors and peers carry it. */
+uint32_t zcache_checksum(const void *data, size_t len);
+
+/* Frames in use, in percent of the budget (what the remotify watermarks watch). */
+unsigned zcache_usage_pct(struct zcache *z);
+
+/* Frames above which a repatriated persistent page is not brought home. */
+void zcache_set_home_limit(struct zcache *z, uint64_t frames);
+
+/* One frame taken for remotify: its live pages, readable until done. */
+struct zcache_out_page {
+	struct tmem_ref ref;
+	struct tmem_handle h;   /* valid when resolved */
+	bool resolved;          /* false: the object went away meanwhile */
+	bool pers;
+	uint32_t handle;        /* zbud handle */
+	const void *data;       /* compressed bytes (in the zombie frame) */
+	unsigned len;
+	uint32_t checksum;
+};
+struct zcache_out {
+	uint32_t frame;
+	bool pers;
+	unsigned n;
+	struct zcache_out_page p[2];
+};
+
+/*
+ * Take the least recently used frame of a kind as a zombie and name its pages.
+ * @return 0, or -ENOENT when there is none.
+ */
+int zcache_remotify_take(struct zcache *z, bool pers, struct zcache_out *o);
+
+/*
+ * Page i of o is now held by r->node: point the handle there and free the
+ * local copy. @return 0; -ENOENT when the page was changed or flushed
+ * meanwhile (the remote copy is stale: the caller flushes it).
+ */
+int zcache_remotify_commit(struct zcache *z, struct zcache_out *o, unsigned i,
+			   const struct zcache_remote *r);
+
+/* End the remotify of o: its frame is freed, or goes back to the LRU. */
+void zcache_remotify_done(struct zcache *z, struct zcache_out *o);
+
+/*
+ * Finish a get of a remote page: h had descriptor expect when the get began
+ * and the holder answered result (0 with cdata/clen, or -errno). Verifies the
+ * checksum, decompresses into page, and updates the handle: a private
+ * ephemeral get (destructive) or a lost ephemeral page removes it; a
+ * persistent page is brought home (stored locally) when the tier has room.
+ * *home is set when it was (then the caller flushes the remote copy).
+ * @return 0 filled; -ENOENT miss; -EIO lost or corrupt.
+ */
+int zcache_repatriate_finish(struct zcache *z, const struct tmem_handle *h, uint64_t expect,
+			     bool destructive, int result, const void *cdata, size_t clen, void *page,
+			     bool *home);
 
 /*
  * Call fn(arg, name, value, help) for every counter of the tier, tmem and

@@ -68,7 +68,7 @@ static int fake_get(void *ctx, bool pers, uint64_t pampd, void *page)
 	return 0;
 }
 
-static void fake_free(void *ctx, bool pers, uint64_t pampd)
+static void fake_free(void *ctx, bool pers, uint64_t pampd, const struct tmem_handle *h, bool bulk)
 {
 	struct fake *f = ctx;
 
@@ -76,7 +76,7 @@ static void fake_free(void *ctx, bool pers, uint64_t pampd)
 	atomic_fetch_sub(&f->live, 1);
 }
 
-static const struct tmem_pamops fake_ops = { fake_create, fake_get, fake_free };
+static const struct tmem_pamops fake_ops = { .create = fake_create, .get_data = fake_get, .free = fake_free };
 
 static int setup(void **state)
 {
@@ -331,7 +331,7 @@ static int capture_create(void *ctx, bool pers, const void *page, struct tmem_re
 	fk.evict_ref.objno = ref.objno;
 	return r;
 }
-static const struct tmem_pamops capture_ops = { capture_create, fake_get, fake_free };
+static const struct tmem_pamops capture_ops = { .create = capture_create, .get_data = fake_get, .free = fake_free };
 
 static void test_evict_same_object_in_put(void **state)
 {

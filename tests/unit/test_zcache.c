@@ -284,6 +284,208 @@ static void test_threads_with_eviction(void **state)
 	zcache_destroy(z);
 }
 
+/* ---- the remote tier, with a fake collective ------------------------------- */
+
+static struct {
+	int alive;
+	int page_flushes, object_flushes, pool_flushes;
+	unsigned last_node;
+	uint64_t last_nodes;
+} coll;
+
+static bool c_alive(void *arg, unsigned node, unsigned epoch)
+{
+	return coll.alive && epoch == 3;
+}
+static void c_flush_page(void *arg, unsigned node, bool pers, const struct tmem_handle *h)
+{
+	coll.page_flushes++;
+	coll.last_node = node;
+}
+static void c_flush_object(void *arg, uint64_t nodes, bool pers, const struct tmem_handle *h)
+{
+	coll.object_flushes++;
+	coll.last_nodes = nodes;
+}
+static void c_flush_pool(void *arg, uint64_t nodes, bool pers, uint32_t pool)
+{
+	coll.pool_flushes++;
+	coll.last_nodes = nodes;
+}
+static const struct zcache_remote_ops c_ops = { c_alive, c_flush_page, c_flush_object,
+						c_flush_pool };
+
+/* Move every page of one frame to node; returns the bytes that went, by index. */
+static unsigned remotify_one(struct zcache *z, bool pers, unsigned node, unsigned char saved[2][PAGE],
+			     unsigned lens[2], uint32_t idx[2])
+{
+	struct zcache_out o;
+	unsigned i;
+
+	assert_int_equal(zcache_remotify_take(z, pers, &o), 0);
+	for (i = 0; i < o.n; i++) {
+		struct zcache_remote r = { node, 3, o.p[i].len, o.p[i].checksum };
+
+		assert_true(o.p[i].resolved);
+		memcpy(saved[i], o.p[i].data, o.p[i].len);
+		lens[i] = o.p[i].len;
+		idx[i] = o.p[i].h.index;
+		assert_int_equal(zcache_remotify_commit(z, &o, i, &r), 0);
+	}
+	zcache_remotify_done(z, &o);
+	return o.n;
+}
+
+static void test_remote_round_trip(void **state)
+{
+	struct zcache *z = mk(1);
+	struct tmem *t = zcache_tmem(z);
+	struct zcache_stats s;
+	unsigned char page[PAGE], got[PAGE], saved[2][PAGE];
+	unsigned lens[2], n, i;
+	uint32_t idx[2];
+	uint64_t pampd;
+	bool home;
+	struct tmem_oid o = { { 5, 0, 0 } };
+	int p = tmem_pool_new(t, TMEM_PERSISTENT);
+
+	memset(&coll, 0, sizeof(coll));
+	coll.alive = 1;
+	zcache_set_remote(z, &c_ops, NULL);
+	for (i = 0; i < 2; i++) {
+		mkpage(page, i, 1000);
+		assert_int_equal(tmem_put(t, p, &o, i, page), 0);
+	}
+	n = remotify_one(z, true, 4, saved, lens, idx);
+	assert_int_equal(n, 2);
+	zcache_get_stats(z, &s);
+	assert_int_equal(s.frames, 0);
+	assert_int_equal(s.remote_pages, 2);
+	/* a get now goes remote */
+	assert_int_equal(tmem_get_ex(t, p, &o, idx[0], got, &pampd), -EREMOTE);
+	{
+		struct tmem_handle h = { (uint32_t)p, o, idx[0] };
+
+		/* a corrupt answer is -EIO, and the page stays (persistent) */
+		saved[0][0] ^= 1;
+		assert_int_equal(zcache_repatriate_finish(z, &h, pampd, false, 0, saved[0], lens[0], got,
+							  &home), -EIO);
+		saved[0][0] ^= 1;
+		zcache_get_stats(z, &s);
+		assert_int_equal(s.checksum_errors, 1);
+		/* a good answer fills the page and brings it home (the tier has room) */
+		assert_int_equal(zcache_repatriate_finish(z, &h, pampd, false, 0, saved[0], lens[0], got,
+							  &home), 0);
+		mkpage(page, idx[0], 1000);
+		assert_memory_equal(page, got, PAGE);
+		assert_true(home);
+	}
+	/* now local again */
+	assert_int_equal(tmem_get_ex(t, p, &o, idx[0], got, &pampd), 0);
+	assert_memory_equal(page, got, PAGE);
+	/* flushing the remote one tells node 4 */
+	assert_int_equal(tmem_flush_page(t, p, &o, idx[1]), 0);
+	assert_int_equal(coll.page_flushes, 1);
+	assert_int_equal(coll.last_node, 4);
+	zcache_get_stats(z, &s);
+	assert_int_equal(s.remote_pages, 0);
+	zcache_destroy(z);
+}
+
+static void test_remote_flush_object_and_pool(void **state)
+{
+	struct zcache *z = mk(1);
+	struct tmem *t = zcache_tmem(z);
+	unsigned char page[PAGE], saved[2][PAGE];
+	unsigned lens[2], i;
+	uint32_t idx[2];
+	struct tmem_oid o = { { 5, 0, 0 } };
+	int p = tmem_pool_new(t, TMEM_PERSISTENT);
+
+	memset(&coll, 0, sizeof(coll));
+	coll.alive = 1;
+	zcache_set_remote(z, &c_ops, NULL);
+	for (i = 0; i < 4; i++) {
+		mkpage(page, i, 1000);
+		assert_int_equal(tmem_put(t, p, &o, i, page), 0);
+	}
+	remotify_one(z, true, 2, saved, lens, idx);
+	remotify_one(z, true, 7, saved, lens, idx);
+	assert_int_equal(tmem_flush_object(t, p, &o), 0);
+	assert_int_equal(coll.page_flushes, 0); /* one message a node, not a page */
+	assert_int_equal(coll.object_flushes, 1);
+	assert_int_equal(coll.last_nodes, (1u << 1) | (1u << 6));
+	/* a pool destroy tells the nodes once */
+	for (i = 0; i < 2; i++) {
+		mkpage(page, i, 1000);
+		assert_int_equal(tmem_put(t, p, &o, i, page), 0);
+	}
+	remotify_one(z, true, 3, saved, lens, idx);
+	assert_int_equal(tmem_pool_destroy(t, p), 0);
+	assert_int_equal(coll.pool_flushes, 1);
+	assert_int_equal(coll.last_nodes, 1u << 2);
+	zcache_destroy(z);
+}
+
+static void test_remote_dead_node(void **state)
+{
+	struct zcache *z = mk(1);
+	struct tmem *t = zcache_tmem(z);
+	unsigned char page[PAGE], got[PAGE], saved[2][PAGE];
+	unsigned lens[2], i;
+	uint32_t idx[2];
+	struct tmem_oid o = { { 5, 0, 0 } };
+	int pp = tmem_pool_new(t, TMEM_PERSISTENT), pe = tmem_pool_new(t, TMEM_SHARED);
+
+	memset(&coll, 0, sizeof(coll));
+	coll.alive = 1;
+	zcache_set_remote(z, &c_ops, NULL);
+	mkpage(page, 1, 1000);
+	assert_int_equal(tmem_put(t, pp, &o, 1, page), 0);
+	remotify_one(z, true, 2, saved, lens, idx);
+	assert_int_equal(tmem_put(t, pe, &o, 1, page), 0);
+	remotify_one(z, false, 2, saved, lens, idx);
+	coll.alive = 0;
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(tmem_get(t, pp, &o, 1, got), -EIO);    /* persistent: lost */
+	}
+	assert_int_equal(tmem_get(t, pe, &o, 1, got), -ENOENT);     /* ephemeral: a miss */
+	coll.alive = 1;
+	assert_int_equal(tmem_get(t, pe, &o, 1, got), -ENOENT);     /* and stays one */
+	zcache_destroy(z);
+}
+
+/* A page rewritten while its frame was in flight: the commit says stale. */
+static void test_remotify_stale(void **state)
+{
+	struct zcache *z = mk(1);
+	struct tmem *t = zcache_tmem(z);
+	struct zcache_out out;
+	struct zcache_stats s;
+	unsigned char page[PAGE], got[PAGE];
+	struct tmem_oid o = { { 5, 0, 0 } };
+	int p = tmem_pool_new(t, TMEM_PERSISTENT);
+
+	zcache_set_remote(z, &c_ops, NULL);
+	mkpage(page, 1, 1000);
+	assert_int_equal(tmem_put(t, p, &o, 1, page), 0);
+	assert_int_equal(zcache_remotify_take(z, true, &out), 0);
+	mkpage(page, 2, 1000);
+	assert_int_equal(tmem_put(t, p, &o, 1, page), 0); /* rewritten meanwhile */
+	{
+		struct zcache_remote r = { 3, 3, out.p[0].len, out.p[0].checksum };
+
+		assert_int_equal(zcache_remotify_commit(z, &out, 0, &r), -ENOENT);
+	}
+	zcache_remotify_done(z, &out);
+	assert_int_equal(tmem_get(t, p, &o, 1, got), 0);
+	assert_memory_equal(page, got, PAGE); /* the new page, never the old */
+	zcache_get_stats(z, &s);
+	assert_int_equal(s.remotify_stale, 1);
+	assert_int_equal(s.frames, 1);
+	zcache_destroy(z);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -295,6 +497,10 @@ int main(void)
 		cmocka_unit_test(test_persistent_never_evicted),
 		cmocka_unit_test(test_stats_names),
 		cmocka_unit_test(test_threads_with_eviction),
+		cmocka_unit_test(test_remote_round_trip),
+		cmocka_unit_test(test_remote_flush_object_and_pool),
+		cmocka_unit_test(test_remote_dead_node),
+		cmocka_unit_test(test_remotify_stale),
 	};
 
 	return cmocka_run_group_tests_name("zcache", tests, NULL, NULL);
