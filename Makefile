@@ -16,14 +16,16 @@ CFLAGS  ?= $(OPT)
 CFLAGS  += -std=gnu11 -fPIC -pthread $(WARN) $(WERROR) $(SAN)
 LDFLAGS += -pthread $(SAN)
 
+# pkg-config runs on first use (after `deps` installed the packages), once.
 PKGS    := libprotobuf-c libsodium inih
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+PKG_CFLAGS = $(eval PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null))$(PKG_CFLAGS)
+PKG_LIBS   = $(eval PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null))$(PKG_LIBS)
 CPPFLAGS += $(PKG_CFLAGS)
-LIBS    := -lev -llzo2 $(PKG_LIBS) -lm
-TEST_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
+LIBS    = -lev -llzo2 $(PKG_LIBS) -lm
+TEST_LIBS = -lcmocka
 
 VERSION := 0.1.0
+CPPFLAGS += -DRAMSTER_VERSION=\"$(VERSION)\"
 
 # ---- sources -----------------------------------------------------------------
 PROTOS     := $(wildcard proto/*.proto)
@@ -42,6 +44,8 @@ WIRE_OBJ   := $(call obj,$(WIRE_SRC))
 TRANS_OBJ  := $(call obj,$(TRANS_SRC))
 NODE_OBJ   := $(call obj,$(NODE_SRC))
 LIB_OBJ    := $(call obj,$(LIB_SRC))
+# the client library needs only the client protocol
+LIBWIRE_OBJ := $(call obj,proto/wire.c $(BUILD)/gen/proto/client.pb-c.c)
 
 BINS := $(BUILD)/bin/ramsterd $(BUILD)/bin/ramsterctl $(BUILD)/bin/ramster-bench
 LIBRAMSTER := $(BUILD)/lib/libramster.so $(BUILD)/lib/libramster.a
@@ -51,16 +55,20 @@ UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 INTEG_SRC := $(wildcard tests/integration/test_*.c)
 INTEG_BIN := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(INTEG_SRC))
 
-.PHONY: all check unit integration bench fuzz fuzz-run install demo asan clean format
+.PHONY: all check unit integration bench fuzz fuzz-run install demo asan clean format deps
 all: $(BINS) $(LIBRAMSTER)
 
+# Debian packages: installed when missing (apt-get), checked on every build.
+deps:
+	@tools/deps.sh
+
 # ---- generated protobuf-c code ----------------------------------------------
-$(BUILD)/gen/proto/%.pb-c.c $(BUILD)/gen/proto/%.pb-c.h: proto/%.proto
+$(BUILD)/gen/proto/%.pb-c.c $(BUILD)/gen/proto/%.pb-c.h: proto/%.proto | deps
 	@mkdir -p $(BUILD)/gen
 	protoc-c --c_out=$(BUILD)/gen $<
 
 # every object may include a generated header
-$(BUILD)/obj/%.o: %.c | $(PROTO_H)
+$(BUILD)/obj/%.o: %.c | deps $(PROTO_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
 
@@ -78,13 +86,13 @@ $(BUILD)/lib/libwire.a: $(WIRE_OBJ)
 $(BUILD)/lib/libnode.a: $(NODE_OBJ) $(TRANS_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@; ar rcs $@ $^
-$(BUILD)/lib/libramster.a: $(LIB_OBJ) $(WIRE_OBJ)
+$(BUILD)/lib/libramster.a: $(LIB_OBJ) $(LIBWIRE_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@; ar rcs $@ $^
-$(BUILD)/lib/libramster.so: $(LIB_OBJ) $(WIRE_OBJ) lib/ramster.map
+$(BUILD)/lib/libramster.so: $(LIB_OBJ) $(LIBWIRE_OBJ) lib/ramster.map
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,-soname,libramster.so.0 -Wl,--version-script=lib/ramster.map $(LDFLAGS) \
-	  -o $@ $(LIB_OBJ) $(WIRE_OBJ) $(PKG_LIBS)
+	  -o $@ $(LIB_OBJ) $(LIBWIRE_OBJ) $(PKG_LIBS)
 	ln -sf libramster.so $(BUILD)/lib/libramster.so.0
 
 # ---- programs ----------------------------------------------------------------

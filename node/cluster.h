@@ -1,0 +1,125 @@
+/*
+ * cluster.h - membership of the collective: one authenticated link per peer,
+ * heartbeats, death and rebirth of peers, and requests to peers with replies.
+ *
+ * Links: the node with the lower id dials, the other accepts; one link per
+ * pair. Handshake both ways (HELLO then AUTH) proves the cluster secret with
+ * HMAC-SHA-256 over both nonces; nothing else is accepted before. A peer
+ * silent for dead_after_ms is dead. Each node keeps, per peer, an epoch: it
+ * grows each time the node declares that peer dead or sees it restarted (new
+ * incarnation); pages held under an older epoch are gone. Runs on the loop's
+ * thread only.
+ */
+#ifndef RAMSTER_CLUSTER_H
+#define RAMSTER_CLUSTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "node/config.h"
+#include "proto/peerwire.h"
+
+struct ev_loop;
+struct cluster;
+
+#define CLUSTER_KEY_LEN 32
+
+/* What a request's callback gets: the reply (result 0 or the peer's -errno),
+ * or -ETIMEDOUT, -EHOSTDOWN (the peer was declared dead), -ECANCELED (shutdown). */
+typedef void (*cluster_reply_fn)(void *arg, int result, const Ramster__Peer__Msg *reply,
+				 const uint8_t *payload, size_t plen);
+
+struct cluster_handlers {
+	/*
+	 * A request (P_PUT, P_GET, P_FLUSH, P_FLUSH_OBJECT, P_FLUSH_POOL) from an
+	 * authenticated peer. session names the owner's pages: its incarnation
+	 * plus the epoch it announced for us. Answer with cluster_reply (now or
+	 * later; a reply after the link went away is dropped).
+	 */
+	void (*on_request)(void *arg, uint32_t node, uint64_t session, const Ramster__Peer__Msg *m,
+			   const uint8_t *payload, size_t plen);
+	/* A peer's link is up and authenticated. session as above: pages held
+	 * for this peer under any other session are stale. */
+	void (*on_peer_up)(void *arg, uint32_t node, uint64_t session);
+	/* A peer was declared dead (silence) or restarted (new incarnation). */
+	void (*on_peer_down)(void *arg, uint32_t node, const char *why);
+	/* Bytes this node can still take for peers, and its total donation. */
+	void (*donate)(void *arg, uint64_t *free_bytes, uint64_t *total_bytes);
+	/* Pages this node holds for node (sent in heartbeats). */
+	uint64_t (*foreign_pages)(void *arg, uint32_t node);
+};
+
+/*
+ * Start the collective for node self of cfg on loop: listen on self's
+ * address, dial the peers with higher ids (with backoff), heartbeat.
+ * @return the cluster, or NULL with errno set and a reason in err.
+ */
+struct cluster *cluster_create(struct ev_loop *loop, const struct config *cfg,
+			       const struct config_node *self, const uint8_t key[CLUSTER_KEY_LEN],
+			       const struct cluster_handlers *h, void *arg, char *err, size_t errlen);
+
+/* Fail every pending request (-ECANCELED), close every link, free. NULL ok. */
+void cluster_destroy(struct cluster *c);
+
+/*
+ * Derive the cluster key from the secret file's bytes (BLAKE2b-256 of its
+ * contents, trailing whitespace trimmed). @return 0, or -errno with err set
+ * (missing, unreadable, fewer than 16 bytes, or group/world readable).
+ */
+int cluster_load_key(const char *path, uint8_t key[CLUSTER_KEY_LEN], char *err, size_t errlen);
+
+/*
+ * Send request m (its op and fields set; seq is assigned here) with an
+ * optional payload to node. If the link is down but the peer not dead, the
+ * request waits for the link and is sent then; requests unanswered when a
+ * link drops are sent again on the next link. cb is called exactly once.
+ * @return 0, or -errno (no such peer, peer dead: then cb is not called).
+ */
+int cluster_request(struct cluster *c, uint32_t node, Ramster__Peer__Msg *m, const void *payload,
+		    size_t plen, unsigned timeout_ms, cluster_reply_fn cb, void *arg);
+
+/* Answer request seq of node. page/payload may be NULL/0. @return 0 or -errno. */
+int cluster_reply(struct cluster *c, uint32_t node, uint64_t seq, int result,
+		  const Ramster__Peer__Page *page, const void *payload, size_t plen);
+
+/* Is node up now, and still in epoch (mod 256)? */
+bool cluster_alive(struct cluster *c, uint32_t node, unsigned epoch);
+
+/* Our current epoch for node (mod 256 where it is stored in descriptors). */
+unsigned cluster_epoch(struct cluster *c, uint32_t node);
+
+/*
+ * Choose a target for need bytes among live peers not in exclude (bit n-1 for
+ * node n), by the power of two choices on the free donated space of their
+ * last heartbeats (less what we sent since). @return node id, or -ENOSPC.
+ */
+int cluster_pick(struct cluster *c, size_t need, uint64_t exclude);
+
+/* This node's id. */
+uint32_t cluster_self(const struct cluster *c);
+
+struct cluster_peer_info {
+	uint32_t id;
+	char name[CONFIG_NAME_MAX];
+	char address[CONFIG_NAME_MAX + 8];
+	const char *state;          /* "up", "connecting", "down", "dead" */
+	const char *transport;      /* "tcp" (or "rdma") when up, else "-" */
+	uint64_t incarnation;       /* the peer's, 0 when never seen */
+	unsigned epoch;             /* ours for it */
+	double rtt_us;              /* smoothed heartbeat round trip */
+	uint64_t donate_free;       /* from its last heartbeat */
+	uint64_t donate_total;
+	uint64_t pages_there;       /* pages it says it holds for us */
+	uint64_t ups, deaths;       /* times it came up / was declared dead */
+};
+
+/* Fill out with up to max peers. @return the number of peers. */
+size_t cluster_peers(struct cluster *c, struct cluster_peer_info *out, size_t max);
+
+/* Counters: links, handshakes, auth failures, heartbeats, bad frames, requests, timeouts... */
+void cluster_foreach_stat(struct cluster *c,
+			  void (*fn)(void *arg, const char *name, uint64_t value, const char *help),
+			  void *arg);
+
+#endif /* RAMSTER_CLUSTER_H */

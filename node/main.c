@@ -1,0 +1,307 @@
+/*
+ * main.c - ramsterd, the node daemon: flags, configuration, start-up and a
+ * clean stop.
+ *
+ * Everything that can be wrong with the command line or the file is found
+ * before anything starts (exit 2). Then the local tier, the pool directory
+ * and the client socket come up on libev's default loop, which runs in the
+ * foreground until SIGTERM or SIGINT; the stop undoes the start in reverse.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <ev.h>
+
+#include "node/client.h"
+#include "node/config.h"
+#include "node/log.h"
+#include "node/pools.h"
+#include "node/stats.h"
+#include "tmem/zcache.h"
+
+#ifndef RAMSTER_VERSION
+#define RAMSTER_VERSION "0.1.0"
+#endif
+
+#define MAIN_DEFAULT_SOCKET   "/run/ramster/ramsterd.sock"
+#define MAIN_DEFAULT_LOCAL_MB 256
+#define MAIN_LOCAL_MB_MAX     (1024u * 1024)
+#define EXIT_USAGE	      2
+
+/* What the command line asked for; NULL / 0: not given. */
+struct main_opts {
+	const char *socket;
+	uint64_t local_mb;
+	const char *config;
+	const char *node;
+	int log_level;
+};
+
+static void main_usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: ramsterd [OPTION]...\n"
+		"Run a ramster node in the foreground: a compressed local memory tier\n"
+		"served to clients (libramster, ramsterctl) over a Unix socket.\n"
+		"\n"
+		"  -s, --socket PATH      client socket (default: the node's `socket` in the\n"
+		"                         config, else $RAMSTER_SOCKET, else %s)\n"
+		"  -m, --local-mb N       local tier budget in MiB (default: the node's\n"
+		"                         `local_mb`, else %d)\n"
+		"  -c, --config FILE      the cluster file (INI)\n"
+		"  -n, --node NAME        this node's [node NAME] section (default: the\n"
+		"                         file's only node, else the short host name)\n"
+		"  -l, --log-level LEVEL  debug, info, notice, warn or error (default info)\n"
+		"  -h, --help             show this help and exit\n"
+		"  -V, --version          show the version and exit\n"
+		"\n"
+		"SIGTERM or SIGINT stops the node cleanly. See docs/operations.md.\n",
+		MAIN_DEFAULT_SOCKET, MAIN_DEFAULT_LOCAL_MB);
+}
+
+static void __attribute__((noreturn, format(printf, 1, 2))) main_die_usage(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("ramsterd: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\nTry 'ramsterd --help'.\n", stderr);
+	exit(EXIT_USAGE);
+}
+
+static void main_parse_args(int argc, char **argv, struct main_opts *o)
+{
+	/* clang-format off */
+	static const struct option longopts[] = {
+		{ "socket",    required_argument, NULL, 's' },
+		{ "local-mb",  required_argument, NULL, 'm' },
+		{ "config",    required_argument, NULL, 'c' },
+		{ "node",      required_argument, NULL, 'n' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "help",      no_argument,       NULL, 'h' },
+		{ "version",   no_argument,       NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	/* clang-format on */
+	char *end;
+	int ch;
+
+	o->log_level = -1;
+	while ((ch = getopt_long(argc, argv, "s:m:c:n:l:hV", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 's':
+			if (!*optarg)
+				main_die_usage("--socket: empty path");
+			o->socket = optarg;
+			break;
+		case 'm':
+			errno = 0;
+			o->local_mb = strtoull(optarg, &end, 10);
+			if (errno || end == optarg || *end || optarg[0] == '-' || o->local_mb < 1 ||
+			    o->local_mb > MAIN_LOCAL_MB_MAX)
+				main_die_usage("--local-mb: '%s' is not a number of MiB (1..%u)",
+					       optarg, MAIN_LOCAL_MB_MAX);
+			break;
+		case 'c':
+			o->config = optarg;
+			break;
+		case 'n':
+			if (!*optarg)
+				main_die_usage("--node: empty name");
+			o->node = optarg;
+			break;
+		case 'l':
+			o->log_level = log_level_parse(optarg);
+			if (o->log_level < 0)
+				main_die_usage(
+				    "--log-level: '%s' is not debug, info, notice, warn or error",
+				    optarg);
+			break;
+		case 'h':
+			main_usage(stdout);
+			exit(0);
+		case 'V':
+			printf("ramsterd %s\n", RAMSTER_VERSION);
+			exit(0);
+		default:
+			fputs("Try 'ramsterd --help'.\n", stderr); /* getopt said what */
+			exit(EXIT_USAGE);
+		}
+	}
+	if (optind < argc)
+		main_die_usage("unexpected argument '%s'", argv[optind]);
+}
+
+/* The short host name (up to the first dot). */
+static void main_hostname(char *buf, size_t len)
+{
+	if (gethostname(buf, len) || !buf[0])
+		snprintf(buf, len, "localhost");
+	buf[len - 1] = '\0';
+	buf[strcspn(buf, ".")] = '\0';
+}
+
+/* ---- the running node ------------------------------------------------------------ */
+
+struct main_node {
+	struct ev_loop *loop;
+	ev_signal sigterm, sigint, sighup;
+	struct node_stats stats;
+	struct zcache *zcache;
+	struct pools *pools;
+	struct client_listener *listener;
+	struct client_env env;
+};
+
+static void main_stop_cb(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	log_notice("%s received, stopping", w->signum == SIGTERM ? "SIGTERM" : "SIGINT");
+	ev_break(loop, EVBREAK_ALL);
+}
+
+static void main_hup_cb(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	log_notice("SIGHUP ignored: the configuration is read only at start");
+}
+
+int main(int argc, char **argv)
+{
+	struct main_opts o = {0};
+	static struct config cfg; /* large: not on the stack */
+	const struct config_node *self = NULL;
+	struct zcache_config zc = {0};
+	struct main_node n = {0};
+	char err[CONFIG_ERR_MAX], name[CONFIG_NAME_MAX], config_abs[PATH_MAX];
+	const char *socket_path, *config_shown = "";
+	int status = 1;
+
+	main_parse_args(argc, argv, &o);
+	if (o.log_level >= 0)
+		log_set_level((enum log_level)o.log_level);
+
+	if (o.config) {
+		if (config_load(&cfg, o.config, err, sizeof(err))) {
+			fprintf(stderr, "ramsterd: %s\n", err);
+			return EXIT_USAGE;
+		}
+	} else {
+		config_defaults(&cfg);
+	}
+	if (o.node)
+		snprintf(name, sizeof(name), "%s", o.node);
+	else if (o.config && cfg.n_nodes == 1)
+		snprintf(name, sizeof(name), "%s", cfg.nodes[0].name);
+	else
+		main_hostname(name, sizeof(name));
+	if (o.config) {
+		self = config_find_node(&cfg, name);
+		if (!self) {
+			if (o.node || cfg.n_nodes == 0)
+				fprintf(stderr, "ramsterd: %s: no [node %s] section\n", o.config,
+					name);
+			else
+				fprintf(stderr,
+					"ramsterd: %s: no [node %s] section for this host (use "
+					"--node NAME)\n",
+					o.config, name);
+			return EXIT_USAGE;
+		}
+	}
+
+	if (o.socket)
+		socket_path = o.socket;
+	else if (self && self->socket[0])
+		socket_path = self->socket;
+	else if (getenv("RAMSTER_SOCKET") && *getenv("RAMSTER_SOCKET"))
+		socket_path = getenv("RAMSTER_SOCKET");
+	else
+		socket_path = MAIN_DEFAULT_SOCKET;
+	if (strlen(socket_path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+		fprintf(stderr, "ramsterd: socket path too long (at most %zu bytes): %s\n",
+			sizeof(((struct sockaddr_un *)0)->sun_path) - 1, socket_path);
+		return EXIT_USAGE;
+	}
+	zc.local_mb = o.local_mb ? o.local_mb : self ? self->local_mb : MAIN_DEFAULT_LOCAL_MB;
+	zc.pers_max_frac = cfg.pers_max_frac;
+	zc.pers_mean_max_frac = cfg.pers_mean_max_frac;
+	zc.pers_mean_limit_frac = cfg.pers_mean_limit_frac;
+
+	if (o.config)
+		config_shown = realpath(o.config, config_abs) ? config_abs : cfg.path;
+
+	/* ---- start ---- */
+	signal(SIGPIPE, SIG_IGN);
+	stats_init(&n.stats);
+	n.loop = ev_default_loop(0);
+	if (!n.loop) {
+		log_error("cannot initialise the event loop (bad LIBEV_FLAGS?)");
+		return 1;
+	}
+	n.zcache = zcache_create(&zc);
+	if (!n.zcache) {
+		log_error("cannot create the local tier (local_mb %llu): %s",
+			  (unsigned long long)zc.local_mb, strerror(errno));
+		goto out;
+	}
+	n.pools = pools_create(zcache_tmem(n.zcache));
+	if (!n.pools) {
+		log_error("cannot create the pool directory: %s", strerror(errno));
+		goto destroy_zcache;
+	}
+	n.env = (struct client_env){
+	    .loop = n.loop,
+	    .zcache = n.zcache,
+	    .pools = n.pools,
+	    .stats = &n.stats,
+	    .version = RAMSTER_VERSION,
+	    .node_name = name,
+	    .socket_path = socket_path,
+	    .config_path = config_shown,
+	    .local_mb = zc.local_mb,
+	};
+	if (client_listen(&n.env, &n.listener, err, sizeof(err))) {
+		log_error("%s", err);
+		goto destroy_pools;
+	}
+	ev_signal_init(&n.sigterm, main_stop_cb, SIGTERM);
+	ev_signal_init(&n.sigint, main_stop_cb, SIGINT);
+	ev_signal_init(&n.sighup, main_hup_cb, SIGHUP);
+	ev_signal_start(n.loop, &n.sigterm);
+	ev_signal_start(n.loop, &n.sigint);
+	ev_signal_start(n.loop, &n.sighup);
+
+	if (cfg.has_cluster || cfg.n_nodes > 1)
+		log_notice("cluster '%s' lists %zu nodes: the collective is not implemented yet, "
+			   "this node serves its own clients only",
+			   cfg.cluster_name[0] ? cfg.cluster_name : "(unnamed)", cfg.n_nodes);
+	log_notice("ramsterd %s node %s listening on %s (local_mb %llu)", RAMSTER_VERSION, name,
+		   socket_path, (unsigned long long)zc.local_mb);
+
+	ev_run(n.loop, 0);
+
+	/* ---- stop, in reverse ---- */
+	status = 0;
+	ev_signal_stop(n.loop, &n.sighup);
+	ev_signal_stop(n.loop, &n.sigint);
+	ev_signal_stop(n.loop, &n.sigterm);
+	client_listener_close(n.listener);
+destroy_pools:
+	pools_destroy(n.pools);
+destroy_zcache:
+	zcache_destroy(n.zcache);
+out:
+	ev_loop_destroy(n.loop);
+	if (!status)
+		log_notice("ramsterd node %s stopped", name);
+	return status;
+}

@@ -1,0 +1,81 @@
+/*
+ * stats.c - the node's counters and the walk over every counter (stats.h).
+ *
+ * Names are stable: tools and tests read them. The node's own start with
+ * "node_"; the tier's come from zcache_foreach_stat unchanged.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "node/stats.h"
+
+static uint64_t stats_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void stats_init(struct node_stats *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->start_ns = stats_now_ns();
+}
+
+uint64_t stats_uptime_s(const struct node_stats *s)
+{
+	return (stats_now_ns() - s->start_ns) / 1000000000u;
+}
+
+/* clang-format off */
+static const char *const stats_ops[STATS_OPS] = {
+	[1] = "pool_new",
+	[2] = "pool_destroy",
+	[3] = "put",
+	[4] = "get",
+	[5] = "flush",
+	[6] = "flush_object",
+	[7] = "stats",
+	[8] = "status",
+	[9] = "pools",
+};
+/* clang-format on */
+
+const char *stats_op_name(unsigned op)
+{
+	if (op >= STATS_OPS || !stats_ops[op])
+		return "unknown";
+	return stats_ops[op];
+}
+
+void stats_foreach(const struct node_stats *s, const struct pools *p, struct zcache *z,
+		   void (*fn)(void *arg, const char *name, uint64_t value, const char *help),
+		   void *arg)
+{
+	char name[64];
+	uint64_t priv, shared;
+	unsigned op;
+
+	fn(arg, "node_uptime_s", stats_uptime_s(s), "seconds since start");
+	fn(arg, "node_clients", s->clients, "client connections open now");
+	fn(arg, "node_clients_total", s->clients_total, "client connections accepted");
+	fn(arg, "node_connections_closed", s->connections_closed, "client connections closed");
+	fn(arg, "node_bad_frames", s->bad_frames, "frames that failed to decode");
+	fn(arg, "node_io_errors", s->io_errors, "connections closed on a socket error");
+	fn(arg, "node_oom_closes", s->oom_closes, "connections closed for want of memory");
+	fn(arg, "node_accept_errors", s->accept_errors, "failed accepts");
+	fn(arg, "node_write_waits", s->write_waits, "replies the socket took only in part");
+	for (op = 1; op < STATS_OPS; op++) {
+		snprintf(name, sizeof(name), "node_requests_%s", stats_op_name(op));
+		fn(arg, name, s->requests[op], "requests of this op");
+	}
+	if (p) {
+		pools_count(p, &priv, &shared);
+		fn(arg, "node_pools_private", priv, "private pools now");
+		fn(arg, "node_pools_shared", shared, "shared pools now");
+	}
+	if (z)
+		zcache_foreach_stat(z, fn, arg);
+}

@@ -1,0 +1,532 @@
+/*
+ * test_config.c - the cluster file: every shape of a valid file, defaults,
+ * sizes, and each kind of error naming the right line ("FILE:LINE: ...").
+ * Files are written to mkstemp temporaries and removed after each test.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "node/config.h"
+
+#define KEY_HEX "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n"
+
+static char tmp_paths[4][64];
+static int n_tmp;
+
+/* Write text to a new temporary file. @return its path (valid until teardown). */
+static const char *tmp_write(const char *text)
+{
+	char *path;
+	int fd;
+
+	assert_true(n_tmp < 4);
+	path = tmp_paths[n_tmp++];
+	snprintf(path, sizeof(tmp_paths[0]), "/tmp/ramster-test-config-XXXXXX");
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	return path;
+}
+
+static int teardown(void **state)
+{
+	while (n_tmp > 0)
+		unlink(tmp_paths[--n_tmp]);
+	return 0;
+}
+
+static struct config cfg;
+static char err[CONFIG_ERR_MAX];
+
+static int load(const char *text)
+{
+	const char *path = tmp_write(text);
+
+	err[0] = '\0';
+	return config_load(&cfg, path, err, sizeof(err));
+}
+
+/* The file must be refused at line with a message containing what. */
+static void expect_error(const char *text, int line, const char *what)
+{
+	char prefix[128];
+	const char *path;
+
+	assert_int_equal(load(text), -EINVAL);
+	path = tmp_paths[n_tmp - 1];
+	snprintf(prefix, sizeof(prefix), "%s:%d: ", path, line);
+	if (strncmp(err, prefix, strlen(prefix)) || !strstr(err, what)) {
+		print_error("want \"%s...%s\", got \"%s\"\n", prefix, what, err);
+		fail();
+	}
+}
+
+/* ---- valid files ------------------------------------------------------------------ */
+
+static void test_defaults(void **state)
+{
+	config_defaults(&cfg);
+	assert_string_equal(cfg.path, "");
+	assert_false(cfg.has_cluster);
+	assert_int_equal(cfg.heartbeat_ms, 100);
+	assert_int_equal(cfg.dead_after_ms, 1000);
+	assert_int_equal(cfg.replicas, 1);
+	assert_int_equal(cfg.high_watermark_pct, 90);
+	assert_int_equal(cfg.low_watermark_pct, 80);
+	assert_true(cfg.remotify_ephemeral);
+	assert_true(cfg.remotify_persistent);
+	assert_int_equal(cfg.request_timeout_ms, 1000);
+	assert_int_equal(cfg.pers_max_frac, 0);
+	assert_int_equal(cfg.n_nodes, 0);
+	assert_int_equal(cfg.n_exports, 0);
+}
+
+static void test_single_node_minimal(void **state)
+{
+	const struct config_node *n;
+
+	assert_int_equal(load("[node solo]\n"), 0);
+	assert_int_equal(cfg.n_nodes, 1);
+	n = config_find_node(&cfg, "solo");
+	assert_non_null(n);
+	assert_int_equal(n->id, 0);
+	assert_int_equal(n->port, 0);
+	assert_int_equal(n->transport, TRANSPORT_TCP);
+	assert_int_equal(n->local_mb, 256);
+	assert_int_equal(n->donate_mb, 0);
+	assert_string_equal(n->socket, "");
+	assert_int_equal(n->line, 1);
+	assert_null(config_find_node(&cfg, "other"));
+	assert_string_equal(cfg.path, tmp_paths[0]);
+}
+
+static void test_single_node_full(void **state)
+{
+	const struct config_node *n;
+
+	assert_int_equal(load("; a node of its own\n"
+			      "# hash comments at the start of a line too\n"
+			      "\n"
+			      "[node box]\n"
+			      "  socket = /run/r/box.sock   ; inline comment\n"
+			      "\tlocal_mb = 1024\n"
+			      "donate_mb=64\n"
+			      "transport = rdma\n"
+			      "nbd_socket = /run/r/nbd.sock\n"
+			      "nbd_listen = 0.0.0.0:10809\n"),
+			 0);
+	n = config_find_node(&cfg, "box");
+	assert_non_null(n);
+	assert_string_equal(n->socket, "/run/r/box.sock");
+	assert_int_equal(n->local_mb, 1024);
+	assert_int_equal(n->donate_mb, 64);
+	assert_int_equal(n->transport, TRANSPORT_RDMA);
+	assert_string_equal(n->nbd_socket, "/run/r/nbd.sock");
+	assert_string_equal(n->nbd_listen, "0.0.0.0:10809");
+	assert_int_equal(n->line, 4);
+}
+
+static void test_cluster_full(void **state)
+{
+	const char *key = tmp_write(KEY_HEX);
+	char text[2048];
+	const struct config_node *n;
+
+	snprintf(text, sizeof(text),
+		 "[cluster]\n"
+		 "name = lab\n"
+		 "secret_file = %s\n"
+		 "heartbeat_ms = 50\n"
+		 "dead_after_ms = 500\n"
+		 "replicas = 1\n"
+		 "high_watermark = 85%%\n"
+		 "low_watermark = 70\n"
+		 "remotify_ephemeral = no\n"
+		 "remotify_persistent = TRUE\n"
+		 "pers_max = 7/8\n"
+		 "pers_mean_max = 2560\n"
+		 "pers_mean_limit = 5/8\n"
+		 "\n"
+		 "[node alpha]\n"
+		 "id = 1\n"
+		 "address = 10.0.0.1:7000\n"
+		 "transport = auto\n"
+		 "\n"
+		 "[node beta]\n"
+		 "id = 2\n"
+		 "address = beta.example:7000\n"
+		 "\n"
+		 "[node gamma]\n"
+		 "id = 64\n"
+		 "address = 10.0.0.1:7001\n"
+		 "\n"
+		 "[export swap0]\n"
+		 "size = 4G\n"
+		 "[export scratch]\n"
+		 "size = 1048576\n"
+		 "backing = /var/lib/ramster/scratch.img\n",
+		 key);
+	assert_int_equal(load(text), 0);
+	assert_true(cfg.has_cluster);
+	assert_string_equal(cfg.cluster_name, "lab");
+	assert_string_equal(cfg.secret_file, key);
+	assert_int_equal(cfg.heartbeat_ms, 50);
+	assert_int_equal(cfg.dead_after_ms, 500);
+	assert_int_equal(cfg.request_timeout_ms, 500); /* defaults to dead_after_ms */
+	assert_int_equal(cfg.replicas, 1);
+	assert_int_equal(cfg.high_watermark_pct, 85);
+	assert_int_equal(cfg.low_watermark_pct, 70);
+	assert_false(cfg.remotify_ephemeral);
+	assert_true(cfg.remotify_persistent);
+	assert_int_equal(cfg.pers_max_frac, 896);
+	assert_int_equal(cfg.pers_mean_max_frac, 640);
+	assert_int_equal(cfg.pers_mean_limit_frac, 640);
+	assert_int_equal(cfg.n_nodes, 3);
+	n = config_find_node(&cfg, "alpha");
+	assert_non_null(n);
+	assert_int_equal(n->id, 1);
+	assert_string_equal(n->host, "10.0.0.1");
+	assert_int_equal(n->port, 7000);
+	assert_int_equal(n->transport, TRANSPORT_AUTO);
+	n = config_find_node(&cfg, "beta");
+	assert_non_null(n);
+	assert_string_equal(n->host, "beta.example");
+	assert_int_equal(n->line, 20);
+	n = config_find_node(&cfg, "gamma");
+	assert_non_null(n);
+	assert_int_equal(n->id, 64);
+	assert_int_equal(n->port, 7001);
+	assert_int_equal(cfg.n_exports, 2);
+	assert_string_equal(cfg.exports[0].name, "swap0");
+	assert_int_equal(cfg.exports[0].size, 4ull << 30);
+	assert_string_equal(cfg.exports[0].backing, "");
+	assert_int_equal(cfg.exports[1].size, 1048576);
+	assert_string_equal(cfg.exports[1].backing, "/var/lib/ramster/scratch.img");
+	assert_int_equal(cfg.exports[1].line, 30);
+}
+
+static void test_request_timeout_explicit(void **state)
+{
+	assert_int_equal(load("[cluster]\nrequest_timeout_ms = 250\n[node a]\nid = 1\n"
+			      "address = h:1\n"),
+			 0);
+	assert_int_equal(cfg.request_timeout_ms, 250);
+}
+
+/* A cluster of one needs no secret: nobody to talk to. */
+static void test_cluster_one_node_no_secret(void **state)
+{
+	assert_int_equal(load("[cluster]\nname = x\n[node a]\nid = 1\naddress = a:1\n"), 0);
+	assert_int_equal(cfg.n_nodes, 1);
+}
+
+/* Two nodes and no [cluster]: ids and addresses, but no secret required. */
+static void test_two_nodes_no_cluster(void **state)
+{
+	assert_int_equal(load("[node a]\nid = 1\naddress = a:1\n[node b]\nid = 2\naddress = b:1\n"),
+			 0);
+	assert_int_equal(cfg.n_nodes, 2);
+}
+
+static void test_secret_relative_to_config(void **state)
+{
+	char dir[] = "/tmp/ramster-test-dir-XXXXXX", path[128], key[128], text[512];
+	FILE *f;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(key, sizeof(key), "%s/cluster.key", dir);
+	snprintf(path, sizeof(path), "%s/ramster.conf", dir);
+	f = fopen(key, "w");
+	assert_non_null(f);
+	fputs(KEY_HEX, f);
+	fclose(f);
+	snprintf(text, sizeof(text),
+		 "[cluster]\nsecret_file = cluster.key\n"
+		 "[node a]\nid = 1\naddress = a:1\n[node b]\nid = 2\naddress = b:1\n");
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	assert_int_equal(config_load(&cfg, path, err, sizeof(err)), 0);
+	assert_string_equal(cfg.secret_file, key);
+	unlink(key);
+	unlink(path);
+	rmdir(dir);
+}
+
+static void test_crlf_and_bom(void **state)
+{
+	assert_int_equal(load("\xEF\xBB\xBF[node a]\r\nlocal_mb = 300\r\n"), 0);
+	assert_int_equal(cfg.nodes[0].local_mb, 300);
+}
+
+static void test_fractions(void **state)
+{
+	assert_int_equal(load("[cluster]\npers_max = 1/1\npers_mean_max = 4096\n"
+			      "pers_mean_limit = 1\n"),
+			 0);
+	assert_int_equal(cfg.pers_max_frac, 1024);
+	assert_int_equal(cfg.pers_mean_max_frac, 1024);
+	assert_int_equal(cfg.pers_mean_limit_frac, 1); /* rounds to 0, kept as the least */
+}
+
+/* ---- sizes ------------------------------------------------------------------------ */
+
+static void test_parse_size(void **state)
+{
+	uint64_t v;
+
+	assert_int_equal(config_parse_size("0", &v), 0);
+	assert_int_equal(v, 0);
+	assert_int_equal(config_parse_size("4096", &v), 0);
+	assert_int_equal(v, 4096);
+	assert_int_equal(config_parse_size("4K", &v), 0);
+	assert_int_equal(v, 4096);
+	assert_int_equal(config_parse_size("4k", &v), 0);
+	assert_int_equal(v, 4096);
+	assert_int_equal(config_parse_size("3M", &v), 0);
+	assert_int_equal(v, 3ull << 20);
+	assert_int_equal(config_parse_size("2g", &v), 0);
+	assert_int_equal(v, 2ull << 30);
+	assert_int_equal(config_parse_size("1T", &v), 0);
+	assert_int_equal(v, 1ull << 40);
+	assert_int_equal(config_parse_size("16777215T", &v), 0);
+	assert_int_equal(v, 16777215ull << 40);
+	assert_int_equal(config_parse_size("18446744073709551615", &v), 0);
+	assert_int_equal(v, UINT64_MAX);
+
+	assert_int_equal(config_parse_size("", &v), -EINVAL);
+	assert_int_equal(config_parse_size("K", &v), -EINVAL);
+	assert_int_equal(config_parse_size("-1", &v), -EINVAL);
+	assert_int_equal(config_parse_size("+1", &v), -EINVAL);
+	assert_int_equal(config_parse_size(" 1", &v), -EINVAL);
+	assert_int_equal(config_parse_size("1 K", &v), -EINVAL);
+	assert_int_equal(config_parse_size("1KB", &v), -EINVAL);
+	assert_int_equal(config_parse_size("1X", &v), -EINVAL);
+	assert_int_equal(config_parse_size("1.5G", &v), -EINVAL);
+	assert_int_equal(config_parse_size("18446744073709551616", &v), -EINVAL);
+	assert_int_equal(config_parse_size("16777216T", &v), -EINVAL);
+	assert_int_equal(config_parse_size("17179869184G", &v), -EINVAL);
+}
+
+static void test_export_sizes(void **state)
+{
+	expect_error("[export e]\nsize = 4097\n", 2, "multiple of 4096");
+	teardown(NULL);
+	expect_error("[export e]\nsize = 0\n", 2, "multiple of 4096");
+	teardown(NULL);
+	expect_error("[export e]\nsize = 1Q\n", 2, "not a size");
+	teardown(NULL);
+	expect_error("[export e]\n\nbacking = /x\n", 1, "export 'e' has no size");
+	teardown(NULL);
+	assert_int_equal(load("[export e]\nsize = 8K\n"), 0);
+	assert_int_equal(cfg.exports[0].size, 8192);
+}
+
+/* ---- errors: each names its line ---------------------------------------------------- */
+
+static void test_err_missing_file(void **state)
+{
+	assert_int_equal(config_load(&cfg, "/nonexistent/ramster.conf", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "/nonexistent/ramster.conf: "));
+	assert_non_null(strstr(err, strerror(ENOENT)));
+}
+
+static void test_err_sections(void **state)
+{
+	expect_error("[node a]\n\n[nodes b]\n", 3, "unknown section [nodes b]");
+	teardown(NULL);
+	expect_error("[node]\n", 1, "needs a name");
+	teardown(NULL);
+	expect_error("[node a/b]\n", 1, "needs a name");
+	teardown(NULL);
+	expect_error("[cluster x]\n", 1, "takes no name");
+	teardown(NULL);
+	expect_error("[cluster]\n[cluster]\n", 2, "duplicate [cluster] section (first at line 1)");
+	teardown(NULL);
+	expect_error("[node a]\n[node b]\n[node a]\n", 3, "duplicate node 'a' (first at line 1)");
+	teardown(NULL);
+	expect_error("[export e]\nsize=4K\n[export e]\nsize=4K\n", 3, "duplicate export 'e'");
+	teardown(NULL);
+	expect_error("local_mb = 5\n[node a]\n", 1, "outside any section");
+}
+
+static void test_err_keys(void **state)
+{
+	expect_error("[node a]\nlocal_mb = 5\nlocalmb = 5\n", 3, "unknown key 'localmb' in [node]");
+	teardown(NULL);
+	expect_error("[cluster]\nid = 1\n", 2, "unknown key 'id' in [cluster]");
+	teardown(NULL);
+	expect_error("[export e]\nsize = 4K\nsocket = /x\n", 3, "unknown key 'socket' in [export]");
+	teardown(NULL);
+	expect_error("[node a]\nlocal_mb = 5\nlocal_mb = 6\n", 3, "duplicate key 'local_mb'");
+}
+
+static void test_err_duplicates_across_nodes(void **state)
+{
+	expect_error("[node a]\nid = 1\naddress = h:1\n[node b]\naddress = h:2\nid = 1\n", 6,
+		     "id 1 is already node 'a' (line 1)");
+	teardown(NULL);
+	expect_error("[node a]\nid = 1\naddress = H:1\n[node b]\nid = 2\naddress = h:1\n", 6,
+		     "address h:1 is already node 'a'");
+}
+
+static void test_err_missing_id_address(void **state)
+{
+	expect_error("[node a]\nid = 1\naddress = a:1\n\n[node b]\naddress = b:1\n", 5,
+		     "node 'b' has no id");
+	teardown(NULL);
+	expect_error("[cluster]\n[node a]\nid = 1\n", 2, "node 'a' has no address");
+	teardown(NULL);
+	/* the earliest line wins */
+	expect_error("[node a]\n[node b]\nid = 2\naddress = b:1\n", 1, "node 'a' has no id");
+}
+
+static void test_err_numbers(void **state)
+{
+	expect_error("[cluster]\nheartbeat_ms = 5\n", 2,
+		     "heartbeat_ms: 5 is out of range (10..60000)");
+	teardown(NULL);
+	expect_error("[node a]\n\nlocal_mb = 0\n", 3, "local_mb: 0 is out of range");
+	teardown(NULL);
+	expect_error("[node a]\nlocal_mb = 12abc\n", 2, "local_mb: '12abc' is not a number");
+	teardown(NULL);
+	expect_error("[node a]\nlocal_mb = -1\n", 2, "is not a number");
+	teardown(NULL);
+	expect_error("[node a]\nlocal_mb = 99999999999999999999999\n", 2, "is not a number");
+	teardown(NULL);
+	expect_error("[node a]\nid = 65\n", 2, "id: 65 is out of range (1..64)");
+	teardown(NULL);
+	expect_error("[node a]\naddress = a:70000\n", 2, "no valid port");
+	teardown(NULL);
+	expect_error("[node a]\naddress = a\n", 2, "not HOST:PORT");
+	teardown(NULL);
+	expect_error("[node a]\naddress = :80\n", 2, "not HOST:PORT");
+	teardown(NULL);
+	expect_error("[cluster]\nhigh_watermark = 101\n", 2, "out of range");
+	teardown(NULL);
+	expect_error("[cluster]\npers_max = 9/8\n", 2, "out of range");
+	teardown(NULL);
+	expect_error("[cluster]\npers_max = 4097\n", 2, "out of range (1..4096 bytes)");
+	teardown(NULL);
+	expect_error("[cluster]\npers_max = half\n", 2, "neither a fraction");
+	teardown(NULL);
+	/* an inline comment needs a blank before ';' */
+	expect_error("[node a]\nlocal_mb = 512;comment\n", 2, "is not a number");
+}
+
+static void test_err_values(void **state)
+{
+	expect_error("[cluster]\nreplicas = 2\n", 2, "replicas > 1 is not supported yet");
+	teardown(NULL);
+	expect_error("[cluster]\nreplicas = 0\n", 2, "out of range");
+	teardown(NULL);
+	expect_error("[cluster]\nremotify_ephemeral = maybe\n", 2, "not a boolean");
+	teardown(NULL);
+	expect_error("[node a]\ntransport = udp\n", 2, "'udp' is not tcp, rdma or auto");
+	teardown(NULL);
+	expect_error("[cluster]\nname =\n", 2, "name: empty value");
+	teardown(NULL);
+	expect_error("[node a]\nsocket = /a/very/long/path/that/goes/on/and/on/and/on/and/on/"
+		     "and/on/and/on/and/on/and/on/and/on/and/on/and/on/xy.sock\n",
+		     2, "socket: too long (at most 107 bytes)");
+}
+
+static void test_err_cross_checks(void **state)
+{
+	expect_error("[cluster]\nhigh_watermark = 60\n\nlow_watermark = 60\n", 4,
+		     "low_watermark (60%) must be below high_watermark (60%)");
+	teardown(NULL);
+	expect_error("[cluster]\nlow_watermark = 95\n", 2, "must be below");
+	teardown(NULL);
+	expect_error("[cluster]\nheartbeat_ms = 1000\n", 2,
+		     "dead_after_ms (1000) must be above heartbeat_ms (1000)");
+	teardown(NULL);
+	expect_error("[cluster]\ndead_after_ms = 50\nheartbeat_ms = 100\n", 2, "must be above");
+}
+
+static void test_err_secret(void **state)
+{
+	const char *nodes = "[node a]\nid = 1\naddress = a:1\n[node b]\nid = 2\naddress = b:1\n";
+	char text[512];
+	const char *bad;
+
+	snprintf(text, sizeof(text), "[cluster]\nname = c\n%s", nodes);
+	expect_error(text, 1, "secret_file is required");
+	teardown(NULL);
+	snprintf(text, sizeof(text), "[cluster]\nsecret_file = /nonexistent/key\n%s", nodes);
+	expect_error(text, 2, "cannot read secret_file /nonexistent/key");
+	teardown(NULL);
+	bad = tmp_write("not a key\n");
+	snprintf(text, sizeof(text), "[cluster]\n\nsecret_file = %s\n%s", bad, nodes);
+	expect_error(text, 3, "too short");
+	teardown(NULL);
+	if (geteuid() != 0) { /* root reads anything */
+		bad = tmp_write(KEY_HEX);
+		chmod(bad, 0);
+		snprintf(text, sizeof(text), "[cluster]\nsecret_file = %s\n%s", bad, nodes);
+		expect_error(text, 2, "cannot read secret_file");
+	}
+}
+
+static void test_err_syntax(void **state)
+{
+	char text[512];
+
+	expect_error("[node a]\nlocal_mb = 5\njust words\n", 3, "syntax error");
+	teardown(NULL);
+	expect_error("[node a\nlocal_mb = 5\n", 1, "syntax error");
+	teardown(NULL);
+	/* no continuation lines: an indented line stands alone */
+	expect_error("[node a]\nsocket = /x\n   continued\n", 3, "syntax error");
+	teardown(NULL);
+	/* the earliest problem wins: a syntax error before a bad value */
+	expect_error("[node a]\nbroken\nlocal_mb = x\n", 2, "syntax error");
+	teardown(NULL);
+	memset(text, 0, sizeof(text));
+	strcpy(text, "[node a]\nsocket = /");
+	memset(text + strlen(text), 'x', 300);
+	strcat(text, "\nlocal_mb = 5\n");
+	expect_error(text, 2, "line too long");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_teardown(test_defaults, teardown),
+	    cmocka_unit_test_teardown(test_single_node_minimal, teardown),
+	    cmocka_unit_test_teardown(test_single_node_full, teardown),
+	    cmocka_unit_test_teardown(test_cluster_full, teardown),
+	    cmocka_unit_test_teardown(test_request_timeout_explicit, teardown),
+	    cmocka_unit_test_teardown(test_cluster_one_node_no_secret, teardown),
+	    cmocka_unit_test_teardown(test_two_nodes_no_cluster, teardown),
+	    cmocka_unit_test_teardown(test_secret_relative_to_config, teardown),
+	    cmocka_unit_test_teardown(test_crlf_and_bom, teardown),
+	    cmocka_unit_test_teardown(test_fractions, teardown),
+	    cmocka_unit_test_teardown(test_parse_size, teardown),
+	    cmocka_unit_test_teardown(test_export_sizes, teardown),
+	    cmocka_unit_test_teardown(test_err_missing_file, teardown),
+	    cmocka_unit_test_teardown(test_err_sections, teardown),
+	    cmocka_unit_test_teardown(test_err_keys, teardown),
+	    cmocka_unit_test_teardown(test_err_duplicates_across_nodes, teardown),
+	    cmocka_unit_test_teardown(test_err_missing_id_address, teardown),
+	    cmocka_unit_test_teardown(test_err_numbers, teardown),
+	    cmocka_unit_test_teardown(test_err_values, teardown),
+	    cmocka_unit_test_teardown(test_err_cross_checks, teardown),
+	    cmocka_unit_test_teardown(test_err_secret, teardown),
+	    cmocka_unit_test_teardown(test_err_syntax, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,293 @@
+/*
+ * ramsterctl.c - look at a running node: status, counters, pools; and make
+ * a cluster key.
+ *
+ * Talks to ramsterd through libramster. Output is aligned text for people,
+ * or JSON (stats --json) for programs. Exit 0 ok, 1 the node could not be
+ * reached or answered an error, 2 bad usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "ramster.h"
+
+#ifndef RAMSTER_VERSION
+#define RAMSTER_VERSION "0.1.0"
+#endif
+
+#define CTL_DEFAULT_SOCKET "/run/ramster/ramsterd.sock"
+#define CTL_KEY_BYTES	   32
+#define EXIT_USAGE	   2
+
+static void ctl_usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: ramsterctl [--socket PATH] COMMAND\n"
+		"Look at a running ramster node.\n"
+		"\n"
+		"Commands:\n"
+		"  status          the node's name, version, pid, uptime, socket, ...\n"
+		"  stats [--json]  every counter, one `name value` a line (or a JSON object)\n"
+		"  pools           every pool of the node, as a table\n"
+		"  genkey          print a new cluster key (32 random bytes as 64 hex digits)\n"
+		"\n"
+		"Options:\n"
+		"  -s, --socket PATH  the node's socket (default: $RAMSTER_SOCKET, else %s)\n"
+		"  -h, --help         show this help and exit\n"
+		"  -V, --version      show the version and exit\n",
+		CTL_DEFAULT_SOCKET);
+}
+
+static int ctl_usage_error(const char *msg, const char *arg)
+{
+	fprintf(stderr, "ramsterctl: %s%s%s\nTry 'ramsterctl --help'.\n", msg, arg ? ": " : "",
+		arg ? arg : "");
+	return EXIT_USAGE;
+}
+
+static ramster *ctl_open(const char *path)
+{
+	ramster *r = ramster_open(path);
+
+	if (!r)
+		fprintf(stderr, "ramsterctl: cannot connect to %s: %s\n", path, strerror(errno));
+	return r;
+}
+
+static int ctl_failed(const char *what, int rc)
+{
+	fprintf(stderr, "ramsterctl: %s: %s\n", what, strerror(-rc));
+	return 1;
+}
+
+/* ---- status ------------------------------------------------------------------ */
+
+static int ctl_status(ramster *r)
+{
+	struct ramster_kv *kv;
+	size_t n, i, w = 0;
+	int rc = ramster_status(r, &kv, &n);
+
+	if (rc)
+		return ctl_failed("status", rc);
+	for (i = 0; i < n; i++)
+		if (strlen(kv[i].key) > w)
+			w = strlen(kv[i].key);
+	for (i = 0; i < n; i++)
+		printf("%-*s  %s\n", (int)w, kv[i].key, kv[i].value);
+	ramster_kv_free(kv, n);
+	return 0;
+}
+
+/* ---- stats ------------------------------------------------------------------- */
+
+/* The length of name's group prefix: up to its first '_' (the whole name if none). */
+static size_t ctl_prefix_len(const char *name)
+{
+	return strcspn(name, "_");
+}
+
+static void ctl_json_string(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\')
+			printf("\\%c", ch);
+		else if (ch < 0x20)
+			printf("\\u%04x", ch);
+		else
+			putchar(ch);
+	}
+	putchar('"');
+}
+
+static int ctl_stats(ramster *r, int json)
+{
+	struct ramster_stat *s;
+	size_t n, i, nw = 0, vw = 0;
+	char num[32];
+	int rc = ramster_stats(r, &s, &n);
+
+	if (rc)
+		return ctl_failed("stats", rc);
+	if (json) {
+		printf("{");
+		for (i = 0; i < n; i++) {
+			printf("%s\n  ", i ? "," : "");
+			ctl_json_string(s[i].name);
+			printf(": %llu", (unsigned long long)s[i].value);
+		}
+		printf("%s}\n", n ? "\n" : "");
+		ramster_stats_free(s, n);
+		return 0;
+	}
+	for (i = 0; i < n; i++) {
+		if (strlen(s[i].name) > nw)
+			nw = strlen(s[i].name);
+		if ((size_t)snprintf(num, sizeof(num), "%llu", (unsigned long long)s[i].value) > vw)
+			vw = strlen(num);
+	}
+	for (i = 0; i < n; i++) {
+		size_t p = ctl_prefix_len(s[i].name);
+
+		/* the node sends each module's counters together: a blank line between groups */
+		if (i &&
+		    (p != ctl_prefix_len(s[i - 1].name) || strncmp(s[i].name, s[i - 1].name, p)))
+			putchar('\n');
+		printf("%-*s  %*llu\n", (int)nw, s[i].name, (int)vw,
+		       (unsigned long long)s[i].value);
+	}
+	ramster_stats_free(s, n);
+	return 0;
+}
+
+/* ---- pools ------------------------------------------------------------------- */
+
+static void ctl_uuid(const unsigned char *u, char *out)
+{
+	static const int dash[16] = {[4] = 1, [6] = 1, [8] = 1, [10] = 1};
+	int i;
+
+	for (i = 0; i < 16; i++) {
+		if (dash[i])
+			*out++ = '-';
+		out += sprintf(out, "%02x", u[i]);
+	}
+	*out = '\0';
+}
+
+static int ctl_pools(ramster *r)
+{
+	static const char *const head[] = {"ID", "KIND", "SHARING", "CLIENTS", "OBJECTS", "PAGES"};
+	struct ramster_pool_info *p;
+	size_t n, i;
+	int w[6], c, rc = ramster_pools(r, &p, &n);
+	char cell[6][32], uuid[40];
+
+	if (rc)
+		return ctl_failed("pools", rc);
+	for (c = 0; c < 6; c++)
+		w[c] = (int)strlen(head[c]);
+	for (i = 0; i < n; i++) {
+		snprintf(cell[0], 32, "%u", p[i].id);
+		snprintf(cell[3], 32, "%u", p[i].clients);
+		snprintf(cell[4], 32, "%llu", (unsigned long long)p[i].objects);
+		snprintf(cell[5], 32, "%llu", (unsigned long long)p[i].pages);
+		for (c = 0; c < 6; c++)
+			if (c != 1 && c != 2 && (int)strlen(cell[c]) > w[c])
+				w[c] = (int)strlen(cell[c]);
+	}
+	w[1] = w[1] > 10 ? w[1] : 10; /* "persistent" */
+	w[2] = w[2] > 7 ? w[2] : 7;   /* "private" */
+	printf("%*s  %-*s  %-*s  %*s  %*s  %*s  UUID\n", w[0], head[0], w[1], head[1], w[2],
+	       head[2], w[3], head[3], w[4], head[4], w[5], head[5]);
+	for (i = 0; i < n; i++) {
+		if (p[i].flags & RAMSTER_SHARED)
+			ctl_uuid(p[i].uuid, uuid);
+		else
+			strcpy(uuid, "-");
+		printf("%*u  %-*s  %-*s  %*u  %*llu  %*llu  %s\n", w[0], p[i].id, w[1],
+		       (p[i].flags & RAMSTER_PERSISTENT) ? "persistent" : "ephemeral", w[2],
+		       (p[i].flags & RAMSTER_SHARED) ? "shared" : "private", w[3], p[i].clients,
+		       w[4], (unsigned long long)p[i].objects, w[5], (unsigned long long)p[i].pages,
+		       uuid);
+	}
+	free(p);
+	return 0;
+}
+
+/* ---- genkey ------------------------------------------------------------------ */
+
+static int ctl_genkey(void)
+{
+	unsigned char key[CTL_KEY_BYTES];
+	char hex[2 * CTL_KEY_BYTES + 1];
+
+	if (sodium_init() < 0) {
+		fprintf(stderr, "ramsterctl: genkey: libsodium failed to initialise\n");
+		return 1;
+	}
+	randombytes_buf(key, sizeof(key));
+	sodium_bin2hex(hex, sizeof(hex), key, sizeof(key));
+	sodium_memzero(key, sizeof(key));
+	printf("%s\n", hex);
+	sodium_memzero(hex, sizeof(hex));
+	return fflush(stdout) ? 1 : 0;
+}
+
+/* ---- main -------------------------------------------------------------------- */
+
+int main(int argc, char **argv)
+{
+	/* clang-format off */
+	static const struct option longopts[] = {
+		{ "socket",  required_argument, NULL, 's' },
+		{ "help",    no_argument,       NULL, 'h' },
+		{ "version", no_argument,       NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	/* clang-format on */
+	const char *path = NULL, *cmd;
+	int ch, json = 0, rc;
+	ramster *r;
+
+	while ((ch = getopt_long(argc, argv, "+s:hV", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 's':
+			path = optarg;
+			break;
+		case 'h':
+			ctl_usage(stdout);
+			return 0;
+		case 'V':
+			printf("ramsterctl %s\n", RAMSTER_VERSION);
+			return 0;
+		default:
+			fputs("Try 'ramsterctl --help'.\n", stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind >= argc)
+		return ctl_usage_error("no command (status, stats, pools or genkey)", NULL);
+	cmd = argv[optind++];
+	if (!strcmp(cmd, "stats") && optind < argc && !strcmp(argv[optind], "--json")) {
+		json = 1;
+		optind++;
+	}
+	if (optind < argc)
+		return ctl_usage_error("unexpected argument", argv[optind]);
+	if (!strcmp(cmd, "genkey"))
+		return ctl_genkey();
+	if (strcmp(cmd, "status") && strcmp(cmd, "stats") && strcmp(cmd, "pools"))
+		return ctl_usage_error("unknown command", cmd);
+
+	if (!path) {
+		path = getenv("RAMSTER_SOCKET");
+		if (!path || !*path)
+			path = CTL_DEFAULT_SOCKET;
+	}
+	if (!*path)
+		return ctl_usage_error("--socket: empty path", NULL);
+	r = ctl_open(path);
+	if (!r)
+		return 1;
+	if (!strcmp(cmd, "status"))
+		rc = ctl_status(r);
+	else if (!strcmp(cmd, "stats"))
+		rc = ctl_stats(r, json);
+	else
+		rc = ctl_pools(r);
+	ramster_close(r);
+	if (!rc && fflush(stdout)) {
+		fprintf(stderr, "ramsterctl: write error: %s\n", strerror(errno));
+		rc = 1;
+	}
+	return rc;
+}

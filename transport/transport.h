@@ -1,0 +1,83 @@
+/*
+ * transport.h - one interface for the links between node daemons. TCP
+ * (transport/tcp.c) implements it now, RDMA later, with the same semantics:
+ * framed messages (a protobuf message plus an optional payload of at most
+ * TRANSPORT_PAYLOAD_MAX bytes, delivered whole and in order), non-blocking on
+ * the caller's libev loop, every callback on that loop's thread.
+ *
+ * Frame: 16-byte little-endian header - magic "RMSP", version, kind, reserved
+ * zero, msg_len (<= TRANSPORT_MSG_MAX), payload_len (<= TRANSPORT_PAYLOAD_MAX) -
+ * then the message, then the payload. A frame that breaks these rules closes
+ * the connection (on_close with the reason); the process carries on.
+ */
+#ifndef RAMSTER_TRANSPORT_H
+#define RAMSTER_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct ev_loop;
+
+#define TRANSPORT_MAGIC 0x50534d52u /* "RMSP" as little-endian bytes */
+#define TRANSPORT_VERSION 1
+#define TRANSPORT_HDR_SIZE 16
+#define TRANSPORT_MSG_MAX (16u * 1024)
+#define TRANSPORT_PAYLOAD_MAX (64u * 1024)
+/* Bytes queued on one connection before transport_send says -EAGAIN. */
+#define TRANSPORT_QUEUE_MAX (8u * 1024 * 1024)
+
+struct transport;
+struct tconn;
+
+struct transport_cb {
+	/* A peer connected to our listener. */
+	void (*on_accept)(void *arg, struct tconn *c);
+	/* An outbound connection is up (err 0) or failed (-errno; c is then closed). */
+	void (*on_connect)(void *arg, struct tconn *c, int err);
+	/* One whole frame. @return 0, or < 0 to close the connection. */
+	int (*on_message)(void *arg, struct tconn *c, const uint8_t *msg, size_t len,
+			  const uint8_t *payload, size_t plen);
+	/* The connection is gone (peer closed, error, bad frame, transport_close); c is freed after. */
+	void (*on_close)(void *arg, struct tconn *c, const char *reason);
+};
+
+/* @return a TCP transport on loop, or NULL with errno set. */
+struct transport *transport_tcp_new(struct ev_loop *loop, const struct transport_cb *cb, void *arg);
+
+/* Close every connection (on_close each) and free t. NULL ok. */
+void transport_free(struct transport *t);
+
+/* Listen on host:port (IPv4 literal or name). @return 0 or -errno. */
+int transport_listen(struct transport *t, const char *host, uint16_t port);
+
+/* @return the port transport_listen bound (useful after port 0), or -ENOTCONN. */
+int transport_local_port(const struct transport *t);
+
+/*
+ * Start connecting to host:port, from local address bind_host (NULL: any).
+ * @return the connection (on_connect follows), or NULL with errno set.
+ */
+struct tconn *transport_connect(struct transport *t, const char *host, uint16_t port,
+				const char *bind_host);
+
+/*
+ * Queue one frame. @return 0; -EMSGSIZE over the limits; -EAGAIN when more than
+ * TRANSPORT_QUEUE_MAX bytes are queued; -ENOTCONN when the connection is closing.
+ */
+int transport_send(struct tconn *c, const void *msg, size_t len, const void *payload, size_t plen);
+
+/* Close now; on_close follows (from this call). */
+void transport_close(struct tconn *c, const char *reason);
+
+/* Bytes queued and not yet written. */
+size_t tconn_queued(const struct tconn *c);
+
+/* The user's pointer for this connection. */
+void tconn_set_data(struct tconn *c, void *data);
+void *tconn_data(const struct tconn *c);
+
+/* "tcp" or "rdma", and the peer's address as text ("192.0.2.1:7470"). */
+const char *tconn_kind(const struct tconn *c);
+const char *tconn_peer(const struct tconn *c);
+
+#endif /* RAMSTER_TRANSPORT_H */
