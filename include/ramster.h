@@ -125,6 +125,25 @@ void ramster_kv_free(struct ramster_kv *kv, size_t n);
 /* List every pool of the node. *out freed with free(). @return 0 or -errno. */
 int ramster_pools(ramster *r, struct ramster_pool_info **out, size_t *n);
 
+/* One peer of the node's collective, as `ramsterctl peers` shows it. */
+struct ramster_peer_info {
+	uint32_t id;
+	char name[64];
+	char address[80];
+	char state[16];         /* up, connecting, down, dead */
+	char transport[16];     /* tcp, rdma, or - when not up */
+	uint64_t incarnation;
+	uint32_t epoch;
+	double rtt_us;
+	uint64_t donate_free, donate_total;
+	uint64_t pages_lent;     /* pages of this node the peer holds */
+	uint64_t pages_borrowed; /* pages of the peer this node holds */
+	uint64_t ups, deaths;
+};
+
+/* List the peers (none for a single node). *out freed with free(). @return 0 or -errno. */
+int ramster_peers(ramster *r, struct ramster_peer_info **out, size_t *n);
+
 #ifdef __cplusplus
 }
 #endif

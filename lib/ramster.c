@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -606,6 +607,54 @@ void ramster_kv_free(struct ramster_kv *kv, size_t n)
 		free(kv[i].value);
 	}
 	free(kv);
+}
+
+static void copy_str(char *dst, size_t cap, const char *src)
+{
+	snprintf(dst, cap, "%s", src ? src : "");
+}
+
+int ramster_peers(ramster *r, struct ramster_peer_info **out, size_t *n)
+{
+	Ramster__Response *rsp;
+	struct ramster_peer_info *p = NULL;
+	size_t i;
+	int err;
+
+	if (!out || !n)
+		return -EINVAL;
+	err = ramster_admin(r, RAMSTER__OP__OP_PEERS, &rsp);
+	if (err)
+		return err;
+	if (rsp->n_peers) {
+		p = calloc(rsp->n_peers, sizeof(*p));
+		if (!p) {
+			ramster__response__free_unpacked(rsp, NULL);
+			return -ENOMEM;
+		}
+	}
+	for (i = 0; i < rsp->n_peers; i++) {
+		const Ramster__PeerInfo *pi = rsp->peers[i];
+
+		p[i].id = pi->id;
+		copy_str(p[i].name, sizeof(p[i].name), pi->name);
+		copy_str(p[i].address, sizeof(p[i].address), pi->address);
+		copy_str(p[i].state, sizeof(p[i].state), pi->state);
+		copy_str(p[i].transport, sizeof(p[i].transport), pi->transport);
+		p[i].incarnation = pi->incarnation;
+		p[i].epoch = pi->epoch;
+		p[i].rtt_us = pi->rtt_us;
+		p[i].donate_free = pi->donate_free;
+		p[i].donate_total = pi->donate_total;
+		p[i].pages_lent = pi->pages_lent;
+		p[i].pages_borrowed = pi->pages_borrowed;
+		p[i].ups = pi->ups;
+		p[i].deaths = pi->deaths;
+	}
+	*out = p;
+	*n = rsp->n_peers;
+	ramster__response__free_unpacked(rsp, NULL);
+	return 0;
 }
 
 int ramster_pools(ramster *r, struct ramster_pool_info **out, size_t *n)

@@ -44,7 +44,29 @@ struct client {
 	struct wire_arena arena;
 	bool gone; /* the peer stopped reading: replies are dropped, frames only checked */
 	int32_t results[WIRE_BATCH_MAX];
+
+	/* A request waiting on the collective: its frame stays at in[0..held),
+	 * and no other frame runs until it is answered (replies stay in order). */
+	bool busy;
+	bool closed;              /* closed while remote gets were out: freed at the last */
+	size_t held;
+	const Ramster__Request *req; /* the held request (in the arena) */
+	size_t payload_off;       /* its payload, at in + payload_off */
+	uint32_t pool;            /* the node's pool id it names */
+	bool pers;
+	unsigned pending;         /* remote gets outstanding */
+	size_t next_item;         /* PUT: the item to try next */
+	ev_tstamp wait_start;     /* PUT: when it began to wait for room */
+	void *room;               /* PUT: the wait token */
+	struct client_slot {
+		struct client *c;
+		unsigned i;
+	} slots[WIRE_BATCH_MAX];
 };
+
+/* A persistent put that finds the tier full waits at most this long for remotify. */
+#define CLIENT_ROOM_WAIT 0.5
+#define CLIENT_ROOM_STEP_MS 20
 
 struct client_listener {
 	ev_io io;	/* first */
@@ -80,11 +102,23 @@ static int client_reserve(uint8_t **buf, size_t *cap, size_t need)
 
 /* ---- connections -------------------------------------------------------------- */
 
+static void client_free(struct client *c)
+{
+	wire_arena_fini(&c->arena);
+	free(c->in);
+	free(c->out);
+	free(c->scratch);
+	free(c);
+}
+
 static void client_close(struct client *c, const char *why)
 {
 	struct client_listener *l = c->l;
 	struct node_stats *st = l->env->stats;
 
+	if (c->room)
+		remote_wait_cancel(l->env->remote, c->room);
+	c->room = NULL;
 	ev_io_stop(l->env->loop, &c->io);
 	close(c->fd);
 	pools_client_free(c->pools);
@@ -97,11 +131,11 @@ static void client_close(struct client *c, const char *why)
 	st->clients--;
 	st->connections_closed++;
 	log_debug("client %llu closed: %s", (unsigned long long)c->id, why);
-	wire_arena_fini(&c->arena);
-	free(c->in);
-	free(c->out);
-	free(c->scratch);
-	free(c);
+	if (c->pending) {
+		c->closed = true; /* the last remote get frees it */
+		return;
+	}
+	client_free(c);
 }
 
 static void client_watch(struct client *c, int events)
@@ -288,6 +322,8 @@ static int client_do_stats(struct client *c, Ramster__Response *rsp)
 	int rc;
 
 	stats_foreach(env->stats, env->pools, env->zcache, client_stat_add, &sl);
+	if (env->remote)
+		remote_foreach_stat(env->remote, client_stat_add, &sl);
 	if (!sl.err && sl.n) {
 		ptrs = malloc(sl.n * sizeof(*ptrs));
 		if (!ptrs)
@@ -307,6 +343,41 @@ static int client_do_stats(struct client *c, Ramster__Response *rsp)
 	free(sl.items);
 	free(ptrs);
 	return rc;
+}
+
+/* PEERS: the collective as this node sees it (none for a single node). */
+static int client_do_peers(struct client *c, Ramster__Response *rsp)
+{
+	const struct client_env *env = c->l->env;
+	struct cluster_peer_info info[CONFIG_NODES_MAX];
+	Ramster__PeerInfo pi[CONFIG_NODES_MAX], *ptrs[CONFIG_NODES_MAX];
+	size_t i, n = 0;
+
+	if (env->remote)
+		n = cluster_peers(remote_cluster(env->remote), info, CONFIG_NODES_MAX);
+	if (n > CONFIG_NODES_MAX)
+		n = CONFIG_NODES_MAX;
+	for (i = 0; i < n; i++) {
+		ramster__peer_info__init(&pi[i]);
+		pi[i].id = info[i].id;
+		pi[i].name = info[i].name;
+		pi[i].address = info[i].address;
+		pi[i].state = (char *)info[i].state;
+		pi[i].transport = (char *)info[i].transport;
+		pi[i].incarnation = info[i].incarnation;
+		pi[i].epoch = info[i].epoch;
+		pi[i].rtt_us = info[i].rtt_us;
+		pi[i].donate_free = info[i].donate_free;
+		pi[i].donate_total = info[i].donate_total;
+		pi[i].pages_lent = info[i].pages_there;
+		pi[i].pages_borrowed = remote_pages_held_for(env->remote, info[i].id);
+		pi[i].ups = info[i].ups;
+		pi[i].deaths = info[i].deaths;
+		ptrs[i] = &pi[i];
+	}
+	rsp->peers = ptrs;
+	rsp->n_peers = n;
+	return client_reply(c, rsp, NULL, 0);
 }
 
 #define CLIENT_STATUS_KEYS 9
@@ -426,11 +497,74 @@ static int client_do_pools(struct client *c, Ramster__Response *rsp)
 	return rc;
 }
 
+static int client_process(struct client *c);
+
+/* Hits are at scratch + i * page: move them together. @return their bytes. */
+static size_t client_pack_hits(struct client *c, size_t n)
+{
+	size_t i, hits = 0;
+
+	for (i = 0; i < n; i++) {
+		if (c->results[i])
+			continue;
+		if (hits != i)
+			memmove(c->scratch + hits * WIRE_PAGE_SIZE, c->scratch + i * WIRE_PAGE_SIZE,
+				WIRE_PAGE_SIZE);
+		hits++;
+	}
+	return hits * WIRE_PAGE_SIZE;
+}
+
+/* The held request is answered: drop its frame and go on with the next ones. */
+static void client_resume(struct client *c)
+{
+	memmove(c->in, c->in + c->held, c->in_len - c->held);
+	c->in_len -= c->held;
+	c->held = 0;
+	c->busy = false;
+	c->req = NULL;
+	client_process(c);
+}
+
+static void client_get_finish(struct client *c)
+{
+	Ramster__Response rsp = RAMSTER__RESPONSE__INIT;
+	size_t n = c->req->n_items;
+
+	rsp.seq = c->req->seq;
+	rsp.results = c->results;
+	rsp.n_results = n;
+	if (!c->gone && client_reply(c, &rsp, c->scratch, client_pack_hits(c, n)))
+		return;
+	client_resume(c);
+}
+
+static void client_get_done(void *arg, int result)
+{
+	struct client_slot *s = arg;
+	struct client *c = s->c;
+
+	c->results[s->i] = result;
+	if (--c->pending)
+		return;
+	if (c->closed)
+		client_free(c);
+	else
+		client_get_finish(c);
+}
+
+/*
+ * GET: local pages are copied out at once; remote ones are fetched
+ * (repatriate) while the request waits. @return 0 answered, 1 waiting, -1 closed.
+ */
 static int client_do_get(struct client *c, const Ramster__Request *req, Ramster__Response *rsp,
 			 uint32_t pool)
 {
-	struct tmem *t = zcache_tmem(c->l->env->zcache);
-	size_t i, hits = 0, n = req->n_items;
+	const struct client_env *env = c->l->env;
+	struct tmem *t = zcache_tmem(env->zcache);
+	struct tmem_pool_info info = {0};
+	size_t i, n = req->n_items;
+	bool destructive;
 
 	if (n > c->scratch_pages) {
 		uint8_t *s = realloc(c->scratch, n * WIRE_PAGE_SIZE);
@@ -442,21 +576,97 @@ static int client_do_get(struct client *c, const Ramster__Request *req, Ramster_
 		c->scratch = s;
 		c->scratch_pages = n;
 	}
+	tmem_pool_info(t, pool, &info);
+	destructive = !(info.flags & (TMEM_PERSISTENT | TMEM_SHARED));
+	c->pending = 1; /* held while the gets start: a callback may run at once */
+	c->req = req;
 	for (i = 0; i < n; i++) {
 		struct tmem_oid oid = client_oid(req->items[i]);
-		int rc = tmem_get(t, pool, &oid, req->items[i]->index,
-				  c->scratch + hits * WIRE_PAGE_SIZE);
+		uint8_t *page = c->scratch + i * WIRE_PAGE_SIZE;
+		uint64_t pampd;
+		int rc = tmem_get_ex(t, pool, &oid, req->items[i]->index, page, &pampd);
 
+		if (rc == -EREMOTE && env->remote) {
+			struct tmem_handle h = {pool, oid, req->items[i]->index};
+
+			c->slots[i] = (struct client_slot){c, (unsigned)i};
+			c->pending++;
+			remote_get(env->remote, &h, info.flags & TMEM_PERSISTENT, destructive, pampd,
+				   page, client_get_done, &c->slots[i]);
+			continue;
+		}
+		if (rc == -EREMOTE) /* no collective any more: the page is lost */
+			rc = (info.flags & TMEM_PERSISTENT) ? -EIO : -ENOENT;
 		c->results[i] = rc;
-		hits += rc == 0;
+	}
+	if (--c->pending) {
+		env->stats->remote_waits++;
+		return 1;
 	}
 	rsp->results = c->results;
 	rsp->n_results = n;
-	return client_reply(c, rsp, c->scratch, hits * WIRE_PAGE_SIZE);
+	return client_reply(c, rsp, c->scratch, client_pack_hits(c, n));
 }
 
-/* Run one decoded request and answer it. @return 0, or -1 when c was closed. */
-static int client_dispatch(struct client *c, const Ramster__Request *req, const uint8_t *payload)
+static void client_put_room(void *arg);
+
+/*
+ * PUT from item c->next_item on. A persistent put that finds the tier full
+ * waits (up to CLIENT_ROOM_WAIT) for remotify to make room, when there is a
+ * collective. @return 0 answered, 1 waiting, -1 closed.
+ */
+static int client_put_run(struct client *c)
+{
+	const struct client_env *env = c->l->env;
+	struct tmem *t = zcache_tmem(env->zcache);
+	const Ramster__Request *req = c->req;
+	Ramster__Response rsp = RAMSTER__RESPONSE__INIT;
+	size_t i;
+
+	for (i = c->next_item; i < req->n_items; i++) {
+		struct tmem_oid oid = client_oid(req->items[i]);
+		int rc = tmem_put(t, c->pool, &oid, req->items[i]->index,
+				  c->in + c->payload_off + i * WIRE_PAGE_SIZE);
+
+		if (rc == -ENOSPC && c->pers && env->remote) {
+			ev_tstamp now = ev_now(env->loop);
+
+			if (!c->wait_start) {
+				c->wait_start = now;
+				env->stats->put_room_waits++;
+			}
+			if (now - c->wait_start < CLIENT_ROOM_WAIT) {
+				c->next_item = i;
+				c->room = remote_wait_room(env->remote, CLIENT_ROOM_STEP_MS,
+							   client_put_room, c);
+				return 1;
+			}
+			env->stats->put_room_refused++;
+		}
+		c->results[i] = rc;
+		c->wait_start = 0;
+	}
+	rsp.seq = req->seq;
+	rsp.results = c->results;
+	rsp.n_results = req->n_items;
+	return client_reply(c, &rsp, NULL, 0);
+}
+
+static void client_put_room(void *arg)
+{
+	struct client *c = arg;
+
+	c->room = NULL;
+	if (client_put_run(c))
+		return; /* waiting again, or closed */
+	client_resume(c);
+}
+
+/*
+ * Run one decoded request and answer it. payload_off: where its payload
+ * starts in c->in. @return 0 answered, 1 waiting (c->busy), -1 c was closed.
+ */
+static int client_dispatch(struct client *c, const Ramster__Request *req, size_t payload_off)
 {
 	const struct client_env *env = c->l->env;
 	struct tmem *t = zcache_tmem(env->zcache);
@@ -464,7 +674,6 @@ static int client_dispatch(struct client *c, const Ramster__Request *req, const 
 	struct tmem_oid oid;
 	unsigned flags;
 	uint32_t pool = 0;
-	size_t i;
 	int rc;
 
 	rsp.seq = req->seq;
@@ -480,23 +689,31 @@ static int client_dispatch(struct client *c, const Ramster__Request *req, const 
 	case RAMSTER__OP__OP_POOL_DESTROY:
 		rsp.result = pools_release(c->pools, req->pool);
 		break;
-	case RAMSTER__OP__OP_PUT:
+	case RAMSTER__OP__OP_PUT: {
+		struct tmem_pool_info info = {0};
+
 		rsp.result = pools_resolve(c->pools, req->pool, &pool);
 		if (rsp.result)
 			break; /* the batch fails whole: no per-item results */
-		for (i = 0; i < req->n_items; i++) {
-			oid = client_oid(req->items[i]);
-			c->results[i] = tmem_put(t, pool, &oid, req->items[i]->index,
-						 payload + i * WIRE_PAGE_SIZE);
-		}
-		rsp.results = c->results;
-		rsp.n_results = req->n_items;
-		break;
+		tmem_pool_info(t, pool, &info);
+		c->req = req;
+		c->pool = pool;
+		c->pers = info.flags & TMEM_PERSISTENT;
+		c->payload_off = payload_off;
+		c->next_item = 0;
+		c->wait_start = 0;
+		rc = client_put_run(c);
+		if (rc == 1)
+			env->stats->remote_waits++;
+		return rc;
+	}
 	case RAMSTER__OP__OP_GET:
 		rsp.result = pools_resolve(c->pools, req->pool, &pool);
 		if (rsp.result)
 			break;
 		return client_do_get(c, req, &rsp, pool);
+	case RAMSTER__OP__OP_PEERS:
+		return client_do_peers(c, &rsp);
 	case RAMSTER__OP__OP_FLUSH:
 	case RAMSTER__OP__OP_FLUSH_OBJECT:
 		rc = pools_resolve(c->pools, req->pool, &pool);
@@ -542,6 +759,10 @@ static int client_process(struct client *c)
 	const char *why;
 	size_t pos = 0, avail, need;
 
+	int rc;
+
+	if (c->busy)
+		return 0; /* the held request goes first */
 	while (c->out_off == c->out_len) {
 		avail = c->in_len - pos;
 		if (avail < WIRE_HDR_SIZE)
@@ -565,8 +786,21 @@ static int client_process(struct client *c)
 		wire_arena_reset(&c->arena);
 		if (wire_request_decode(&h, c->in + pos + WIRE_HDR_SIZE, &c->arena, &req, &why))
 			return client_bad_frame(c, why);
-		if (!c->gone && client_dispatch(c, req, c->in + pos + WIRE_HDR_SIZE + h.msg_len))
+		rc = c->gone ? 0 : client_dispatch(c, req, pos + WIRE_HDR_SIZE + h.msg_len);
+		if (rc < 0)
 			return -1;
+		if (rc == 1) {
+			/* held: keep its frame at the front until it is answered */
+			c->busy = true;
+			if (pos) {
+				memmove(c->in, c->in + pos, c->in_len - pos);
+				c->in_len -= pos;
+				c->payload_off -= pos;
+			}
+			c->held = need;
+			client_watch(c, EV_READ);
+			return 0;
+		}
 		pos += need;
 	}
 	if (pos) {

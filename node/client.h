@@ -14,6 +14,7 @@
 #include <ev.h>
 
 #include "node/pools.h"
+#include "node/remote.h"
 #include "node/stats.h"
 #include "tmem/zcache.h"
 
@@ -28,6 +29,7 @@ struct client_env {
 	const char *socket_path;
 	const char *config_path; /* "" when the node runs without a file */
 	uint64_t local_mb;
+	struct remote *remote;   /* the collective, or NULL for a single node */
 };
 
 struct client_listener;

@@ -159,6 +159,7 @@ struct main_node {
 	struct node_stats stats;
 	struct zcache *zcache;
 	struct pools *pools;
+	struct remote *remote; /* the collective, or NULL */
 	struct client_listener *listener;
 	struct client_env env;
 };
@@ -258,6 +259,17 @@ int main(int argc, char **argv)
 		log_error("cannot create the pool directory: %s", strerror(errno));
 		goto destroy_zcache;
 	}
+	if (self && cfg.n_nodes > 1) {
+		n.remote = remote_create(n.loop, n.zcache, &cfg, self, err, sizeof(err));
+		if (!n.remote) {
+			log_error("cannot join the collective: %s", err);
+			status = EXIT_USAGE;
+			goto destroy_pools;
+		}
+		log_notice("node %s (id %u) joins cluster '%s' of %zu nodes at %s:%u (donate_mb %llu)",
+			   self->name, self->id, cfg.cluster_name, cfg.n_nodes, self->host,
+			   self->port, (unsigned long long)self->donate_mb);
+	}
 	n.env = (struct client_env){
 	    .loop = n.loop,
 	    .zcache = n.zcache,
@@ -268,10 +280,11 @@ int main(int argc, char **argv)
 	    .socket_path = socket_path,
 	    .config_path = config_shown,
 	    .local_mb = zc.local_mb,
+	    .remote = n.remote,
 	};
 	if (client_listen(&n.env, &n.listener, err, sizeof(err))) {
 		log_error("%s", err);
-		goto destroy_pools;
+		goto destroy_remote;
 	}
 	ev_signal_init(&n.sigterm, main_stop_cb, SIGTERM);
 	ev_signal_init(&n.sigint, main_stop_cb, SIGINT);
@@ -280,10 +293,6 @@ int main(int argc, char **argv)
 	ev_signal_start(n.loop, &n.sigint);
 	ev_signal_start(n.loop, &n.sighup);
 
-	if (cfg.has_cluster || cfg.n_nodes > 1)
-		log_notice("cluster '%s' lists %zu nodes: the collective is not implemented yet, "
-			   "this node serves its own clients only",
-			   cfg.cluster_name[0] ? cfg.cluster_name : "(unnamed)", cfg.n_nodes);
 	log_notice("ramsterd %s node %s listening on %s (local_mb %llu)", RAMSTER_VERSION, name,
 		   socket_path, (unsigned long long)zc.local_mb);
 
@@ -295,6 +304,8 @@ int main(int argc, char **argv)
 	ev_signal_stop(n.loop, &n.sigint);
 	ev_signal_stop(n.loop, &n.sigterm);
 	client_listener_close(n.listener);
+destroy_remote:
+	remote_destroy(n.remote);
 destroy_pools:
 	pools_destroy(n.pools);
 destroy_zcache:

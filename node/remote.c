@@ -75,6 +75,8 @@ struct room_wait {
 	struct remote *r;
 	void (*cb)(void *arg);
 	void *arg;
+	bool firing;        /* taken off the list by room_wake_all */
+	bool cancelled;     /* cancelled while firing: skipped, freed there */
 };
 
 struct rget {
@@ -278,10 +280,22 @@ static void room_timeout(struct ev_loop *loop, ev_timer *t, int revents)
 	room_fire(w->r, w);
 }
 
+/* Wake the waiters there are now; those that wait again wait for the next frame. */
 static void room_wake_all(struct remote *r)
 {
-	while (r->waiters)
-		room_fire(r, r->waiters);
+	struct room_wait *w = r->waiters, *next;
+
+	r->waiters = NULL;
+	for (next = w; next; next = next->next) {
+		next->firing = true;
+		ev_timer_stop(r->loop, &next->timer);
+	}
+	for (; w; w = next) {
+		next = w->next;
+		if (!w->cancelled)
+			w->cb(w->arg);
+		free(w);
+	}
 }
 
 void *remote_wait_room(struct remote *r, unsigned ms, void (*cb)(void *arg), void *arg)
@@ -314,6 +328,10 @@ void remote_wait_cancel(struct remote *r, void *token)
 
 	if (!w)
 		return;
+	if (w->firing) {
+		w->cancelled = true;
+		return;
+	}
 	room_unlink(r, w);
 	free(w);
 }
@@ -803,6 +821,11 @@ void remote_destroy(struct remote *r)
 struct cluster *remote_cluster(struct remote *r)
 {
 	return r->cl;
+}
+
+uint64_t remote_pages_held_for(struct remote *r, uint32_t node)
+{
+	return foreign_owner_pages(r->fs, node);
 }
 
 void remote_foreach_stat(struct remote *r,

@@ -55,6 +55,9 @@ void remote_wait_cancel(struct remote *r, void *token);
 /* The cluster (for peers listings). */
 struct cluster *remote_cluster(struct remote *r);
 
+/* Pages this node holds for node (in its foreign store). */
+uint64_t remote_pages_held_for(struct remote *r, uint32_t node);
+
 /* Counters of the remote side, the foreign store and the cluster. */
 void remote_foreach_stat(struct remote *r,
 			 void (*fn)(void *arg, const char *name, uint64_t value, const char *help),

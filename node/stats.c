@@ -40,6 +40,7 @@ static const char *const stats_ops[STATS_OPS] = {
 	[7] = "stats",
 	[8] = "status",
 	[9] = "pools",
+	[10] = "peers",
 };
 /* clang-format on */
 
@@ -67,6 +68,11 @@ void stats_foreach(const struct node_stats *s, const struct pools *p, struct zca
 	fn(arg, "node_oom_closes", s->oom_closes, "connections closed for want of memory");
 	fn(arg, "node_accept_errors", s->accept_errors, "failed accepts");
 	fn(arg, "node_write_waits", s->write_waits, "replies the socket took only in part");
+	fn(arg, "node_remote_waits", s->remote_waits, "requests that waited on the collective");
+	fn(arg, "node_put_room_waits", s->put_room_waits,
+	   "persistent puts that waited for remotify to make room");
+	fn(arg, "node_put_room_refused", s->put_room_refused,
+	   "of those, refused when no room came in time");
 	for (op = 1; op < STATS_OPS; op++) {
 		snprintf(name, sizeof(name), "node_requests_%s", stats_op_name(op));
 		fn(arg, name, s->requests[op], "requests of this op");

@@ -13,7 +13,7 @@
 #include "node/pools.h"
 #include "tmem/zcache.h"
 
-#define STATS_OPS 10 /* request ops are 1..9 (client.proto); 0 unused */
+#define STATS_OPS 11 /* request ops are 1..10 (client.proto); 0 unused */
 
 struct node_stats {
 	uint64_t start_ns;	      /* CLOCK_MONOTONIC at start */
@@ -26,6 +26,9 @@ struct node_stats {
 	uint64_t accept_errors;	      /* accept() failures (EMFILE, ...) */
 	uint64_t write_waits;	      /* replies the socket took only in part */
 	uint64_t requests[STATS_OPS]; /* requests by op */
+	uint64_t remote_waits;	      /* requests that waited on the collective */
+	uint64_t put_room_waits;      /* persistent puts that waited for remotify to make room */
+	uint64_t put_room_refused;    /* ... and were refused all the same */
 };
 
 /* Zero s and start its clock. */

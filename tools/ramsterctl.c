@@ -34,6 +34,8 @@ static void ctl_usage(FILE *f)
 		"  status          the node's name, version, pid, uptime, socket, ...\n"
 		"  stats [--json]  every counter, one `name value` a line (or a JSON object)\n"
 		"  pools           every pool of the node, as a table\n"
+		"  peers           the collective as this node sees it: state, incarnation,\n"
+		"                  RTT, pages lent to and borrowed from each peer\n"
 		"  genkey          print a new cluster key (32 random bytes as 64 hex digits)\n"
 		"\n"
 		"Options:\n"
@@ -205,6 +207,36 @@ static int ctl_pools(ramster *r)
 
 /* ---- genkey ------------------------------------------------------------------ */
 
+/* ---- peers ------------------------------------------------------------------- */
+
+static int ctl_peers(ramster *r)
+{
+	struct ramster_peer_info *p = NULL;
+	size_t n = 0, i;
+	int rc = ramster_peers(r, &p, &n);
+
+	if (rc)
+		return ctl_failed("peers", rc);
+	if (!n) {
+		printf("no peers (a single node)\n");
+		free(p);
+		return 0;
+	}
+	printf("%-4s %-12s %-22s %-10s %-5s %-16s %-5s %9s %12s %10s %10s %5s %6s\n", "ID", "NAME",
+	       "ADDRESS", "STATE", "LINK", "INCARNATION", "EPOCH", "RTT_US", "DONATE_FREE",
+	       "LENT", "BORROWED", "UPS", "DEATHS");
+	for (i = 0; i < n; i++)
+		printf("%-4u %-12s %-22s %-10s %-5s %016llx %-5u %9.1f %12llu %10llu %10llu %5llu "
+		       "%6llu\n",
+		       p[i].id, p[i].name, p[i].address, p[i].state, p[i].transport,
+		       (unsigned long long)p[i].incarnation, p[i].epoch, p[i].rtt_us,
+		       (unsigned long long)p[i].donate_free, (unsigned long long)p[i].pages_lent,
+		       (unsigned long long)p[i].pages_borrowed, (unsigned long long)p[i].ups,
+		       (unsigned long long)p[i].deaths);
+	free(p);
+	return 0;
+}
+
 static int ctl_genkey(void)
 {
 	unsigned char key[CTL_KEY_BYTES];
@@ -255,7 +287,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind >= argc)
-		return ctl_usage_error("no command (status, stats, pools or genkey)", NULL);
+		return ctl_usage_error("no command (status, stats, pools, peers or genkey)", NULL);
 	cmd = argv[optind++];
 	if (!strcmp(cmd, "stats") && optind < argc && !strcmp(argv[optind], "--json")) {
 		json = 1;
@@ -265,7 +297,8 @@ int main(int argc, char **argv)
 		return ctl_usage_error("unexpected argument", argv[optind]);
 	if (!strcmp(cmd, "genkey"))
 		return ctl_genkey();
-	if (strcmp(cmd, "status") && strcmp(cmd, "stats") && strcmp(cmd, "pools"))
+	if (strcmp(cmd, "status") && strcmp(cmd, "stats") && strcmp(cmd, "pools") &&
+	    strcmp(cmd, "peers"))
 		return ctl_usage_error("unknown command", cmd);
 
 	if (!path) {
@@ -282,6 +315,8 @@ int main(int argc, char **argv)
 		rc = ctl_status(r);
 	else if (!strcmp(cmd, "stats"))
 		rc = ctl_stats(r, json);
+	else if (!strcmp(cmd, "peers"))
+		rc = ctl_peers(r);
 	else
 		rc = ctl_pools(r);
 	ramster_close(r);

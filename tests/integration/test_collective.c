@@ -1,0 +1,424 @@
+/*
+ * test_collective.c - three real ramsterd nodes on this machine (127.0.0.1,
+ * .2, .3, real TCP links) forming a collective: remotify, repatriate, remote
+ * flush accounting, a peer killed with SIGKILL and restarted, and peers that
+ * must be refused (wrong secret, other cluster, malformed frames).
+ *
+ * Every get returns the right page or an error, never wrong data.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ramster.h"
+#include "tests/integration/harness.h"
+
+#define PAGE RAMSTER_PAGE_SIZE
+#define NODES 3
+#define LOCAL_MB 4          /* node 1's tier: 1024 frames */
+#define HEARTBEAT_MS 50
+#define DEAD_MS 500
+
+struct coll {
+	char dir[64];
+	char conf[NODES][128];  /* one file per node: same content unless a test changes it */
+	char key[128];
+	int port;
+	struct harness h[NODES];
+	const char *args[NODES][8];
+	char nodearg[NODES][16];
+};
+
+static const char *const names[NODES] = { "alpha", "beta", "gamma" };
+
+static int port_free(int port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0), ok;
+
+	sa.sin_addr.s_addr = htonl(INADDR_ANY);
+	ok = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+static void write_key(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	chmod(path, 0600);
+}
+
+/* Write the cluster file for node i (cluster name and key as given). */
+static void write_conf(struct coll *c, int i, const char *cluster, const char *key)
+{
+	FILE *f = fopen(c->conf[i], "w");
+	int n;
+
+	assert_non_null(f);
+	fprintf(f, "[cluster]\nname = %s\nsecret_file = %s\nheartbeat_ms = %d\ndead_after_ms = %d\n"
+		   "replicas = 1\n",
+		cluster, key, HEARTBEAT_MS, DEAD_MS);
+	for (n = 0; n < NODES; n++)
+		fprintf(f, "\n[node %s]\nid = %d\naddress = 127.0.0.%d:%d\nlocal_mb = %d\ndonate_mb = %d\n",
+			names[n], n + 1, n + 1, c->port + n, n == 0 ? LOCAL_MB : 64, n == 0 ? 16 : 128);
+	fclose(f);
+}
+
+static int node_start(struct coll *c, int i)
+{
+	c->args[i][0] = "--config";
+	c->args[i][1] = c->conf[i];
+	c->args[i][2] = "--node";
+	c->args[i][3] = names[i];
+	c->args[i][4] = "--log-level";
+	c->args[i][5] = "notice";
+	c->args[i][6] = NULL;
+	return harness_start(&c->h[i], c->args[i]);
+}
+
+/* Wait until node i sees `want` peers up. */
+static int wait_peers_up(struct coll *c, int i, size_t want, unsigned ms)
+{
+	uint64_t end = harness_now_ms() + ms;
+
+	do {
+		ramster *r = harness_connect(&c->h[i]);
+		struct ramster_peer_info *p = NULL;
+		size_t n = 0, k, up = 0;
+
+		if (r && ramster_peers(r, &p, &n) == 0) {
+			for (k = 0; k < n; k++)
+				up += !strcmp(p[k].state, "up");
+			free(p);
+		}
+		ramster_close(r);
+		if (up >= want)
+			return 0;
+		usleep(20000);
+	} while (harness_now_ms() < end);
+	return -ETIMEDOUT;
+}
+
+static int setup(void **state)
+{
+	struct coll *c = calloc(1, sizeof(*c));
+	int i;
+
+	if (!c)
+		return -1;
+	snprintf(c->dir, sizeof(c->dir), "/tmp/ramster-coll.XXXXXX");
+	if (!mkdtemp(c->dir))
+		return -1;
+	snprintf(c->key, sizeof(c->key), "%s/cluster.key", c->dir);
+	write_key(c->key, "3b6f2a7c9d1e4f5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f809a1b2c3\n");
+	srandom((unsigned)getpid());
+	do
+		c->port = 20000 + (int)(random() % 30000);
+	while (!port_free(c->port) || !port_free(c->port + 1) || !port_free(c->port + 2));
+	for (i = 0; i < NODES; i++) {
+		snprintf(c->conf[i], sizeof(c->conf[i]), "%s/node%d.conf", c->dir, i + 1);
+		write_conf(c, i, "test", c->key);
+	}
+	for (i = 0; i < NODES; i++)
+		if (node_start(c, i))
+			return -1;
+	if (wait_peers_up(c, 0, NODES - 1, 5000)) {
+		fprintf(stderr, "the collective did not come up\n");
+		return -1;
+	}
+	*state = c;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct coll *c = *state;
+	int i, bad = 0;
+	char cmd[128];
+
+	for (i = 0; i < NODES; i++)
+		if (c->h[i].pid && harness_stop(&c->h[i]))
+			bad = 1;
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", c->dir);
+	if (system(cmd))
+		bad = 1;
+	free(c);
+	return bad ? -1 : 0;
+}
+
+static uint64_t stat_of(struct coll *c, int i, const char *name)
+{
+	ramster *r = harness_connect(&c->h[i]);
+	uint64_t v = 0;
+
+	assert_non_null(r);
+	assert_int_equal(harness_stat(r, name, &v), 0);
+	ramster_close(r);
+	return v;
+}
+
+/* Wait until a + b on the peers equals node 1's remote page count; return it. */
+static uint64_t wait_counts_match(struct coll *c, unsigned ms)
+{
+	uint64_t end = harness_now_ms() + ms, mine, theirs;
+
+	do {
+		mine = stat_of(c, 0, "tier_remote_pages");
+		theirs = stat_of(c, 1, "foreign_pages") + stat_of(c, 2, "foreign_pages");
+		if (mine == theirs)
+			return mine;
+		usleep(20000);
+	} while (harness_now_ms() < end);
+	fail_msg("node 1 says %llu pages are remote, its peers hold %llu", (unsigned long long)mine,
+		 (unsigned long long)theirs);
+	return 0;
+}
+
+/* 4x node 1's tier: 1024 frames of two text pages each, four times over. */
+#define BIG (LOCAL_MB * 256 * 2 * 4)
+#define OBJ_PAGES 512
+
+static void put_all(ramster *r, int pool, uint64_t n, uint64_t tag)
+{
+	static unsigned char pages[64][PAGE];
+	struct ramster_iov v[64];
+	uint64_t i, k;
+
+	for (i = 0; i < n; i += 64) {
+		size_t m = n - i < 64 ? n - i : 64;
+
+		for (k = 0; k < m; k++) {
+			v[k].oid = harness_oid(tag, (i + k) / OBJ_PAGES);
+			v[k].index = (uint32_t)((i + k) % OBJ_PAGES);
+			v[k].page = pages[k];
+			harness_page_text(pages[k], tag * 1000003 + i + k);
+		}
+		assert_int_equal(ramster_putv(r, pool, v, m), (int)m);
+	}
+}
+
+/* Read every page back; count hits, misses and losses; every hit exact. */
+static void get_all(ramster *r, int pool, uint64_t n, uint64_t tag, uint64_t *hits,
+		    uint64_t *misses, uint64_t *lost)
+{
+	static unsigned char pages[64][PAGE], want[PAGE];
+	struct ramster_iov v[64];
+	uint64_t i, k;
+
+	*hits = *misses = *lost = 0;
+	for (i = 0; i < n; i += 64) {
+		size_t m = n - i < 64 ? n - i : 64;
+
+		for (k = 0; k < m; k++) {
+			v[k].oid = harness_oid(tag, (i + k) / OBJ_PAGES);
+			v[k].index = (uint32_t)((i + k) % OBJ_PAGES);
+			v[k].page = pages[k];
+		}
+		assert_true(ramster_getv(r, pool, v, m) >= 0);
+		for (k = 0; k < m; k++) {
+			if (v[k].result == 0) {
+				harness_page_text(want, tag * 1000003 + i + k);
+				assert_memory_equal(want, pages[k], PAGE);
+				(*hits)++;
+			} else if (v[k].result == -ENOENT) {
+				(*misses)++;
+			} else {
+				assert_int_equal(v[k].result, -EIO);
+				(*lost)++;
+			}
+		}
+	}
+}
+
+static void test_remotify_repatriate_flush(void **state)
+{
+	struct coll *c = *state;
+	ramster *r = harness_connect(&c->h[0]);
+	uint64_t hits, misses, lost, remote;
+	int pool = ramster_pool_new(r, RAMSTER_PERSISTENT, NULL);
+	struct ramster_oid oid;
+
+	assert_true(pool >= 0);
+	put_all(r, pool, BIG, 1);
+	remote = wait_counts_match(c, 5000);
+	assert_true(remote > BIG / 2); /* most of it had to go */
+	assert_true(stat_of(c, 1, "foreign_pages") > 0);
+	assert_true(stat_of(c, 2, "foreign_pages") > 0);
+	get_all(r, pool, BIG, 1, &hits, &misses, &lost);
+	assert_int_equal(hits, BIG);
+	assert_true(stat_of(c, 0, "tier_repatriated") > 0);
+	/* flush-object reaches the holders */
+	oid = harness_oid(1, 0);
+	assert_int_equal(ramster_flush_object(r, pool, &oid), 0);
+	wait_counts_match(c, 5000);
+	/* destroy-pool brings every peer's foreign count to zero */
+	assert_int_equal(ramster_pool_destroy(r, pool), 0);
+	assert_int_equal(wait_counts_match(c, 5000), 0);
+	assert_int_equal(stat_of(c, 1, "foreign_pages") + stat_of(c, 2, "foreign_pages"), 0);
+	ramster_close(r);
+}
+
+static void test_ephemeral_and_clients_on_two_nodes(void **state)
+{
+	struct coll *c = *state;
+	ramster *r1 = harness_connect(&c->h[0]), *r2 = harness_connect(&c->h[1]);
+	uint64_t hits, misses, lost;
+	int pe = ramster_pool_new(r1, 0, NULL), pp = ramster_pool_new(r2, RAMSTER_PERSISTENT, NULL);
+
+	assert_true(pe >= 0 && pp >= 0);
+	put_all(r1, pe, BIG, 2);
+	put_all(r2, pp, 4096, 3);
+	get_all(r1, pe, BIG, 2, &hits, &misses, &lost);
+	assert_int_equal(lost, 0);      /* ephemeral: misses allowed, never an error */
+	assert_true(hits > 0);
+	assert_true(stat_of(c, 0, "remote_pages_placed") > 0); /* some went to the peers */
+	get_all(r2, pp, 4096, 3, &hits, &misses, &lost);
+	assert_int_equal(hits, 4096);
+	/* private ephemeral gets were destructive: nothing left on node 1's peers */
+	get_all(r1, pe, BIG, 2, &hits, &misses, &lost);
+	assert_int_equal(hits, 0);
+	ramster_close(r1);
+	assert_int_equal(ramster_pool_destroy(r2, pp), 0);
+	ramster_close(r2);
+	assert_int_equal(wait_counts_match(c, 5000), 0);
+}
+
+static void test_kill_peer(void **state)
+{
+	struct coll *c = *state;
+	ramster *r = harness_connect(&c->h[0]);
+	uint64_t hits, misses, lost, on_gamma, t0, took;
+	int pool = ramster_pool_new(r, RAMSTER_PERSISTENT, NULL);
+	int status;
+
+	assert_true(pool >= 0);
+	put_all(r, pool, BIG, 4);
+	wait_counts_match(c, 5000);
+	on_gamma = stat_of(c, 2, "foreign_pages");
+	assert_true(on_gamma > 0);
+	/* kill -9 gamma, and read everything at once */
+	kill(c->h[2].pid, SIGKILL);
+	waitpid(c->h[2].pid, &status, 0);
+	c->h[2].pid = 0;
+	t0 = harness_now_ms();
+	get_all(r, pool, BIG, 4, &hits, &misses, &lost);
+	took = harness_now_ms() - t0;
+	assert_int_equal(misses, 0);
+	assert_int_equal(lost, on_gamma);          /* exactly its pages: -EIO */
+	assert_int_equal(hits + lost, BIG);
+	/* no get waited longer than dead_after_ms + 1 s (the first waits for detection) */
+	assert_true(took < DEAD_MS + 1000 + 2000);
+	assert_true(harness_alive(&c->h[0]) && harness_alive(&c->h[1]));
+	/* get-get: a lost page stays lost */
+	get_all(r, pool, BIG, 4, &hits, &misses, &lost);
+	assert_int_equal(lost, on_gamma);
+	/* gamma restarts and rejoins with a new incarnation */
+	assert_int_equal(node_start(c, 2), 0);
+	assert_int_equal(wait_peers_up(c, 0, 2, 5000), 0);
+	assert_int_equal(wait_peers_up(c, 2, 2, 5000), 0);
+	assert_int_equal(ramster_pool_destroy(r, pool), 0);
+	assert_int_equal(wait_counts_match(c, 5000), 0);
+	ramster_close(r);
+}
+
+/* A node with the wrong secret, and one from another cluster, never join. */
+static void test_wrong_secret_and_cluster(void **state)
+{
+	struct coll *c = *state;
+	char badkey[160];
+	uint64_t before = stat_of(c, 0, "cluster_auth_failures");
+	int status;
+
+	/* restart gamma with another key */
+	kill(c->h[2].pid, SIGKILL);
+	waitpid(c->h[2].pid, &status, 0);
+	c->h[2].pid = 0;
+	snprintf(badkey, sizeof(badkey), "%s/other.key", c->dir);
+	write_key(badkey, "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff\n");
+	write_conf(c, 2, "test", badkey);
+	assert_int_equal(node_start(c, 2), 0);
+	usleep(1500 * 1000);
+	assert_true(stat_of(c, 0, "cluster_auth_failures") + stat_of(c, 1, "cluster_auth_failures") >
+		    before);
+	assert_int_equal(wait_peers_up(c, 2, 1, 300), -ETIMEDOUT);
+	/* and with the right key but another cluster name */
+	assert_int_equal(harness_stop(&c->h[2]), 0);
+	write_conf(c, 2, "other", c->key);
+	assert_int_equal(node_start(c, 2), 0);
+	usleep(1500 * 1000);
+	assert_int_equal(wait_peers_up(c, 2, 1, 300), -ETIMEDOUT);
+	assert_true(harness_alive(&c->h[0]) && harness_alive(&c->h[1]));
+	/* the two good nodes still work together */
+	assert_int_equal(wait_peers_up(c, 0, 1, 1000), 0);
+}
+
+/* A raw TCP "peer" sending garbage is cut off; the node carries on. */
+static void test_malformed_peer_frames(void **state)
+{
+	struct coll *c = *state;
+	static const unsigned char frames[][16] = {
+		{ 'X', 'X', 'X', 'X', 1, 1, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0 },   /* bad magic */
+		{ 'R', 'M', 'S', 'P', 1, 1, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 0 }, /* huge msg */
+		{ 'R', 'M', 'S', 'P', 9, 1, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0 },   /* bad version */
+		{ 'R', 'M', 'S', 'P', 1, 1, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0 },   /* junk message */
+	};
+	uint64_t before = stat_of(c, 0, "cluster_bad_frames") + stat_of(c, 0, "cluster_auth_failures");
+	size_t i;
+
+	for (i = 0; i < sizeof(frames) / sizeof(frames[0]); i++) {
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)c->port) };
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		char buf[256];
+		struct timeval tv = { 3, 0 };
+		ssize_t n;
+
+		sa.sin_addr.s_addr = htonl(0x7f000001);
+		assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		assert_int_equal(write(fd, frames[i], 16), 16);
+		assert_int_equal(write(fd, "\xff\xff\xff\xff", 4), 4);
+		/* the node may send its HELLO first; then it must close */
+		do
+			n = read(fd, buf, sizeof(buf));
+		while (n > 0);
+		assert_true(n == 0 || (n < 0 && errno == ECONNRESET));
+		close(fd);
+	}
+	assert_true(stat_of(c, 0, "cluster_bad_frames") + stat_of(c, 0, "cluster_auth_failures") >
+		    before);
+	assert_true(harness_alive(&c->h[0]));
+	assert_int_equal(wait_peers_up(c, 0, 2, 1000), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_remotify_repatriate_flush, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ephemeral_and_clients_on_two_nodes, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_kill_peer, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wrong_secret_and_cluster, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_malformed_peer_frames, setup, teardown),
+	};
+
+	return cmocka_run_group_tests_name("collective", tests, NULL, NULL);
+}
