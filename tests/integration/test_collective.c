@@ -308,7 +308,6 @@ static void test_kill_peer(void **state)
 	ramster *r = harness_connect(&c->h[0]);
 	uint64_t hits, misses, lost, on_gamma, t0, took;
 	int pool = ramster_pool_new(r, RAMSTER_PERSISTENT, NULL);
-	int status;
 
 	assert_true(pool >= 0);
 	put_all(r, pool, BIG, 4);
@@ -316,9 +315,7 @@ static void test_kill_peer(void **state)
 	on_gamma = stat_of(c, 2, "foreign_pages");
 	assert_true(on_gamma > 0);
 	/* kill -9 gamma, and read everything at once */
-	kill(c->h[2].pid, SIGKILL);
-	waitpid(c->h[2].pid, &status, 0);
-	c->h[2].pid = 0;
+	harness_kill(&c->h[2], SIGKILL);
 	t0 = harness_now_ms();
 	get_all(r, pool, BIG, 4, &hits, &misses, &lost);
 	took = harness_now_ms() - t0;
@@ -346,12 +343,9 @@ static void test_wrong_secret_and_cluster(void **state)
 	struct coll *c = *state;
 	char badkey[160];
 	uint64_t before = stat_of(c, 0, "cluster_auth_failures");
-	int status;
 
 	/* restart gamma with another key */
-	kill(c->h[2].pid, SIGKILL);
-	waitpid(c->h[2].pid, &status, 0);
-	c->h[2].pid = 0;
+	harness_kill(&c->h[2], SIGKILL);
 	snprintf(badkey, sizeof(badkey), "%s/other.key", c->dir);
 	write_key(badkey, "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff\n");
 	write_conf(c, 2, "test", badkey);

@@ -299,7 +299,7 @@ static void test_request_bad_op(void **state)
 
 	req = test_req(RAMSTER__OP__OP_NONE, 0);
 	test_expect_reject(&req, 0, "unknown op");
-	req.op = (Ramster__Op)10;
+	req.op = (Ramster__Op)99; /* past the last op */
 	test_expect_reject(&req, 0, "unknown op");
 	req.op = (Ramster__Op)1000;
 	test_expect_reject(&req, 0, "unknown op");
