@@ -14,6 +14,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -302,6 +303,70 @@ static void test_ephemeral_and_clients_on_two_nodes(void **state)
 	assert_int_equal(wait_counts_match(c, 5000), 0);
 }
 
+/* Several clients at once on all three nodes, each with its own pools. */
+struct worker {
+	struct coll *c;
+	int node;
+	uint64_t tag;
+	int errors;
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	ramster *r = harness_connect(&w->c->h[w->node]);
+	static __thread unsigned char page[PAGE], want[PAGE];
+	int pool, i, flags = (w->tag & 1) ? RAMSTER_PERSISTENT : 0;
+
+	if (!r) {
+		w->errors++;
+		return NULL;
+	}
+	pool = ramster_pool_new(r, (unsigned)flags, NULL);
+	for (i = 0; i < 3000 && pool >= 0; i++) {
+		struct ramster_oid oid = harness_oid(w->tag, (uint64_t)i / 100);
+
+		harness_page_text(page, w->tag * 7919 + (uint64_t)i);
+		if (ramster_put(r, pool, &oid, (uint32_t)(i % 100), page) && flags)
+			w->errors++; /* persistent puts must be taken (the collective has room) */
+	}
+	for (i = 0; i < 3000 && pool >= 0; i++) {
+		struct ramster_oid oid = harness_oid(w->tag, (uint64_t)i / 100);
+		int rc = ramster_get(r, pool, &oid, (uint32_t)(i % 100), page);
+
+		harness_page_text(want, w->tag * 7919 + (uint64_t)i);
+		if (rc == 0 && memcmp(page, want, PAGE))
+			w->errors++; /* never wrong data */
+		if (rc && (flags || rc != -ENOENT))
+			w->errors++;
+	}
+	if (pool < 0)
+		w->errors++;
+	ramster_close(r);
+	return NULL;
+}
+
+static void test_many_clients_many_nodes(void **state)
+{
+	struct coll *c = *state;
+	struct worker w[6];
+	pthread_t th[6];
+	int i;
+
+	for (i = 0; i < 6; i++) {
+		w[i] = (struct worker){ c, i % NODES, 100 + (uint64_t)i, 0 };
+		assert_int_equal(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
+	}
+	for (i = 0; i < 6; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(w[i].errors, 0);
+	}
+	/* every client closed: its pools are gone, here and on the peers */
+	assert_int_equal(wait_counts_match(c, 5000), 0);
+	for (i = 0; i < NODES; i++)
+		assert_true(harness_alive(&c->h[i]));
+}
+
 static void test_kill_peer(void **state)
 {
 	struct coll *c = *state;
@@ -409,6 +474,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_remotify_repatriate_flush, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ephemeral_and_clients_on_two_nodes, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_many_clients_many_nodes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kill_peer, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wrong_secret_and_cluster, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_peer_frames, setup, teardown),
