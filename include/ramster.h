@@ -78,7 +78,9 @@ struct ramster_iov {
 /*
  * Batches, RAMSTER_BATCH_MAX pages a round trip. Each v[i].result is what
  * the single call would return. @return the count that succeeded, or -errno
- * if the batch failed as a whole (then the results are undefined).
+ * if the batch failed as a whole: then the results are undefined, and for a
+ * vector longer than RAMSTER_BATCH_MAX the round trips before the failing
+ * one may have taken effect (puts stored, private ephemeral gets consumed).
  */
 int ramster_putv(ramster *r, int pool, struct ramster_iov *v, size_t n);
 int ramster_getv(ramster *r, int pool, struct ramster_iov *v, size_t n);
@@ -139,10 +141,26 @@ struct ramster_peer_info {
 	uint64_t pages_lent;     /* pages of this node the peer holds */
 	uint64_t pages_borrowed; /* pages of the peer this node holds */
 	uint64_t ups, deaths;
+	char device[32];         /* the link's RDMA device (rxe0, mlx5_0), or - */
 };
 
 /* List the peers (none for a single node). *out freed with free(). @return 0 or -errno. */
 int ramster_peers(ramster *r, struct ramster_peer_info **out, size_t *n);
+
+/* One NBD export of the node, as `ramsterctl exports` shows it. */
+struct ramster_export_info {
+	char name[64];
+	char backing[256];       /* the backing file, or "" */
+	uint64_t size;           /* bytes */
+	uint64_t pages_local;    /* pages in the local tier */
+	uint64_t pages_remote;   /* pages whose copy is on a peer */
+	uint64_t pages_backing;  /* blocks held by the backing file alone */
+	uint64_t clients;        /* NBD connections attached now */
+	uint64_t requests, errors;
+};
+
+/* List the NBD exports (none when not configured). *out freed with free(). @return 0 or -errno. */
+int ramster_exports(ramster *r, struct ramster_export_info **out, size_t *n);
 
 #ifdef __cplusplus
 }
