@@ -23,6 +23,16 @@ PKG_LIBS   = $(eval PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null))$
 CPPFLAGS += $(PKG_CFLAGS)
 LIBS    = -lev -llzo2 $(PKG_LIBS) -lm
 TEST_LIBS = -lcmocka
+# RDMA=1 (default): transport/rdma.c with rdma_cm + verbs; RDMA=0 builds it as
+# stubs (transport_rdma_new fails with ENOTSUP) and links no RDMA library.
+RDMA    ?= 1
+ifeq ($(RDMA),1)
+CPPFLAGS += -DRAMSTER_RDMA=1
+RDMA_LIBS = -lrdmacm -libverbs
+else
+CPPFLAGS += -DRAMSTER_RDMA=0
+RDMA_LIBS =
+endif
 
 VERSION := 0.1.0
 CPPFLAGS += -DRAMSTER_VERSION=\"$(VERSION)\"
@@ -47,7 +57,8 @@ LIB_OBJ    := $(call obj,$(LIB_SRC))
 # the client library needs only the client protocol
 LIBWIRE_OBJ := $(call obj,proto/wire.c $(BUILD)/gen/proto/client.pb-c.c)
 
-BINS := $(BUILD)/bin/ramsterd $(BUILD)/bin/ramsterctl $(BUILD)/bin/ramster-bench
+BINS := $(BUILD)/bin/ramsterd $(BUILD)/bin/ramsterctl $(BUILD)/bin/ramster-bench \
+        $(BUILD)/bin/ramster-netbench $(BUILD)/bin/ramster-drill
 LIBRAMSTER := $(BUILD)/lib/libramster.so $(BUILD)/lib/libramster.a
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
@@ -98,18 +109,24 @@ $(BUILD)/lib/libramster.so: $(LIB_OBJ) $(LIBWIRE_OBJ) lib/ramster.map
 # ---- programs ----------------------------------------------------------------
 $(BUILD)/bin/ramsterd: $(call obj,node/main.c) $(BUILD)/lib/libnode.a $(BUILD)/lib/libtier.a $(BUILD)/lib/libwire.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(RDMA_LIBS)
 $(BUILD)/bin/ramsterctl: $(call obj,tools/ramsterctl.c) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 $(BUILD)/bin/ramster-bench: $(call obj,tools/ramster-bench.c) $(BUILD)/lib/libramster.a $(BUILD)/lib/libtier.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+$(BUILD)/bin/ramster-netbench: $(call obj,tools/ramster-netbench.c) $(BUILD)/lib/libramster.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+$(BUILD)/bin/ramster-drill: $(call obj,tools/ramster-drill.c) $(BUILD)/lib/libramster.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 # ---- tests -------------------------------------------------------------------
 $(BUILD)/tests/unit/%: $(call obj,tests/unit/%.c) $(BUILD)/lib/libnode.a $(BUILD)/lib/libtier.a $(BUILD)/lib/libwire.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(RDMA_LIBS) $(TEST_LIBS)
 $(BUILD)/tests/integration/%: $(call obj,tests/integration/%.c) $(call obj,tests/integration/harness.c) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
@@ -119,7 +136,7 @@ unit: $(UNIT_BIN)
 	@tests/run-tests $(UNIT_BIN)
 
 integration: all $(INTEG_BIN)
-	@RAMSTER_BIN=$(BUILD)/bin tests/run-tests $(INTEG_BIN)
+	@RAMSTER_BIN=$(BUILD)/bin tests/run-tests $(INTEG_BIN) $(wildcard tests/integration/test_*.sh)
 
 check: all unit integration
 
@@ -138,7 +155,7 @@ fuzz:
 	  SAN="-fsanitize=fuzzer-no-link,address,undefined" fuzz-bins
 fuzz-bins: $(FUZZ_BIN)
 build-fuzz/fuzz_%: $(call obj,tests/fuzz/fuzz_%.c) $(BUILD)/lib/libwire.a $(BUILD)/lib/libnode.a $(BUILD)/lib/libtier.a
-	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LIBS)
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LIBS) $(RDMA_LIBS)
 fuzz-run: fuzz
 	@for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p build-fuzz/corpus/$$n; \
 	  echo "fuzz: $$n for $(FUZZ_TIME)s"; \
@@ -172,3 +189,15 @@ clean:
 	rm -rf build build-asan build-fuzz
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# ---- VM tests: soft-RoCE and kernel NBD in a qemu guest (tests/vm/, docs/vm.md)
+.PHONY: check-vm
+check-vm: all
+	@tools/deps-vm.sh || echo "check-vm: tools/deps-vm.sh failed; trying with what is installed"
+	@tests/vm/check-vm.sh
+
+# the kernel-swap test's workload, built for the guest
+$(BUILD)/tests/vm/memhog: tests/vm/memhog.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -Wall -Wextra -o $@ $<
+check-vm: $(BUILD)/tests/vm/memhog $(INTEG_BIN) $(UNIT_BIN)

@@ -641,6 +641,7 @@ int ramster_peers(ramster *r, struct ramster_peer_info **out, size_t *n)
 		copy_str(p[i].address, sizeof(p[i].address), pi->address);
 		copy_str(p[i].state, sizeof(p[i].state), pi->state);
 		copy_str(p[i].transport, sizeof(p[i].transport), pi->transport);
+		copy_str(p[i].device, sizeof(p[i].device), pi->device);
 		p[i].incarnation = pi->incarnation;
 		p[i].epoch = pi->epoch;
 		p[i].rtt_us = pi->rtt_us;
@@ -653,6 +654,44 @@ int ramster_peers(ramster *r, struct ramster_peer_info **out, size_t *n)
 	}
 	*out = p;
 	*n = rsp->n_peers;
+	ramster__response__free_unpacked(rsp, NULL);
+	return 0;
+}
+
+int ramster_exports(ramster *r, struct ramster_export_info **out, size_t *n)
+{
+	Ramster__Response *rsp;
+	struct ramster_export_info *p = NULL;
+	size_t i;
+	int err;
+
+	if (!out || !n)
+		return -EINVAL;
+	err = ramster_admin(r, RAMSTER__OP__OP_EXPORTS, &rsp);
+	if (err)
+		return err;
+	if (rsp->n_exports) {
+		p = calloc(rsp->n_exports, sizeof(*p));
+		if (!p) {
+			ramster__response__free_unpacked(rsp, NULL);
+			return -ENOMEM;
+		}
+	}
+	for (i = 0; i < rsp->n_exports; i++) {
+		const Ramster__ExportInfo *ei = rsp->exports[i];
+
+		copy_str(p[i].name, sizeof(p[i].name), ei->name);
+		copy_str(p[i].backing, sizeof(p[i].backing), ei->backing);
+		p[i].size = ei->size;
+		p[i].pages_local = ei->pages_local;
+		p[i].pages_remote = ei->pages_remote;
+		p[i].pages_backing = ei->pages_backing;
+		p[i].clients = ei->clients;
+		p[i].requests = ei->requests;
+		p[i].errors = ei->errors;
+	}
+	*out = p;
+	*n = rsp->n_exports;
 	ramster__response__free_unpacked(rsp, NULL);
 	return 0;
 }

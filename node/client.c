@@ -324,6 +324,8 @@ static int client_do_stats(struct client *c, Ramster__Response *rsp)
 	stats_foreach(env->stats, env->pools, env->zcache, client_stat_add, &sl);
 	if (env->remote)
 		remote_foreach_stat(env->remote, client_stat_add, &sl);
+	if (env->nbd)
+		nbd_foreach_stat(env->nbd, client_stat_add, &sl);
 	if (!sl.err && sl.n) {
 		ptrs = malloc(sl.n * sizeof(*ptrs));
 		if (!ptrs)
@@ -364,6 +366,7 @@ static int client_do_peers(struct client *c, Ramster__Response *rsp)
 		pi[i].address = info[i].address;
 		pi[i].state = (char *)info[i].state;
 		pi[i].transport = (char *)info[i].transport;
+		pi[i].device = info[i].device;
 		pi[i].incarnation = info[i].incarnation;
 		pi[i].epoch = info[i].epoch;
 		pi[i].rtt_us = info[i].rtt_us;
@@ -493,6 +496,45 @@ static int client_do_pools(struct client *c, Ramster__Response *rsp)
 	rc = client_reply(c, rsp, NULL, 0);
 	free(pl.items);
 	free(pl.uuids);
+	free(ptrs);
+	return rc;
+}
+
+/* EXPORTS: the NBD exports with their figures (none without the frontend). */
+static int client_do_exports(struct client *c, Ramster__Response *rsp)
+{
+	struct nbd *nbd = c->l->env->nbd;
+	size_t i, n = nbd_export_count(nbd);
+	Ramster__ExportInfo *items = NULL, **ptrs = NULL;
+	struct nbd_export_info info;
+	int rc;
+
+	if (n) {
+		items = calloc(n, sizeof(*items));
+		ptrs = calloc(n, sizeof(*ptrs));
+		if (!items || !ptrs) {
+			rsp->result = -ENOMEM;
+			n = 0;
+		}
+	}
+	for (i = 0; i < n; i++) {
+		nbd_export_info(nbd, i, &info);
+		ramster__export_info__init(&items[i]);
+		items[i].name = (char *)info.name;
+		items[i].backing = (char *)info.backing;
+		items[i].size = info.size;
+		items[i].pages_local = info.pages_local;
+		items[i].pages_remote = info.pages_remote;
+		items[i].pages_backing = info.pages_backing;
+		items[i].clients = info.clients;
+		items[i].requests = info.requests;
+		items[i].errors = info.errors;
+		ptrs[i] = &items[i];
+	}
+	rsp->exports = ptrs;
+	rsp->n_exports = n;
+	rc = client_reply(c, rsp, NULL, 0);
+	free(items);
 	free(ptrs);
 	return rc;
 }
@@ -732,6 +774,8 @@ static int client_dispatch(struct client *c, const Ramster__Request *req, size_t
 		return client_do_status(c, &rsp);
 	case RAMSTER__OP__OP_POOLS:
 		return client_do_pools(c, &rsp);
+	case RAMSTER__OP__OP_EXPORTS:
+		return client_do_exports(c, &rsp);
 	default:
 		rsp.result = -EOPNOTSUPP; /* the decoder lets no other op through */
 		break;
@@ -828,7 +872,7 @@ static void client_read(struct client *c)
 		return;
 	}
 	if (n == 0) {
-		if (c->in_len) /* a frame cut short is a bad frame */
+		if (c->in_len > c->held) /* a frame cut short is a bad frame (a held one is whole) */
 			client_bad_frame(c, "truncated frame (end of stream)");
 		else
 			client_close(c, "end of stream");

@@ -13,6 +13,7 @@
 
 #include <ev.h>
 
+#include "node/nbd.h"
 #include "node/pools.h"
 #include "node/remote.h"
 #include "node/stats.h"
@@ -30,6 +31,7 @@ struct client_env {
 	const char *config_path; /* "" when the node runs without a file */
 	uint64_t local_mb;
 	struct remote *remote;   /* the collective, or NULL for a single node */
+	struct nbd *nbd;         /* the NBD frontend, or NULL when no export is configured */
 };
 
 struct client_listener;

@@ -113,6 +113,7 @@ struct cluster_peer {
 	enum peer_state state;
 	bool dialer; /* we dial it: its id is higher than ours */
 	bool dialed_once;
+	unsigned auto_dials; /* dials since its last link (transport = auto: rdma, tcp, ...) */
 	struct cluster_link *link;    /* authenticated, or NULL */
 	struct cluster_link *dialing; /* our outbound link in setup, or NULL */
 	unsigned backoff_ms;
@@ -172,7 +173,8 @@ struct cluster_stats {
 
 struct cluster {
 	struct ev_loop *loop;
-	struct transport *t;
+	struct transport *t;  /* TCP: always listening */
+	struct transport *rt; /* RDMA: when our transport resolved to rdma, else NULL */
 	struct config_node self;
 	char name[CONFIG_NAME_MAX];
 	unsigned heartbeat_ms, dead_after_ms, timeout_ms;
@@ -610,6 +612,7 @@ static int link_up(struct cluster_link *l)
 	p->their_epoch = l->their_epoch;
 	p->state = PEER_UP;
 	p->ups++;
+	p->auto_dials = 0;
 	p->backoff_ms = CLUSTER_BACKOFF_MIN_MS;
 	ev_timer_stop(c->loop, &p->redial);
 	p->last_rx = ev_now(c->loop);
@@ -646,6 +649,25 @@ static void peer_link_lost(struct cluster_peer *p, struct cluster_link *l, const
 			 reason);
 }
 
+/* ---- transport choice ------------------------------------------------------------------
+ * Every node listens on TCP; a node whose transport is rdma (or auto, with an
+ * RDMA device on its address) listens on RDMA too, on the same address and
+ * port (RDMA CM ports are not TCP ports). The dialer picks by the peer's
+ * configured transport: RDMA only when both ends are rdma; an auto peer gets
+ * RDMA and TCP dials in turn until a link comes up.
+ */
+
+static struct transport *peer_transport(struct cluster_peer *p)
+{
+	struct cluster *c = p->c;
+
+	if (!c->rt || p->node.transport == TRANSPORT_TCP)
+		return c->t;
+	if (p->node.transport == TRANSPORT_AUTO && (p->auto_dials++ & 1))
+		return c->t;
+	return c->rt;
+}
+
 static void peer_dial(struct cluster_peer *p)
 {
 	struct cluster *c = p->c;
@@ -659,7 +681,7 @@ static void peer_dial(struct cluster_peer *p)
 	if (p->dialed_once)
 		c->st.reconnects++;
 	p->dialed_once = true;
-	conn = transport_connect(c->t, p->node.host, p->node.port, bind_host);
+	conn = transport_connect(peer_transport(p), p->node.host, p->node.port, bind_host);
 	if (!conn) {
 		c->st.connect_failures++;
 		log_debug("peer %s (%u): connect to %s:%u: %s", p->node.name, p->node.id,
@@ -1086,6 +1108,49 @@ static void cluster_fail(char *err, size_t errlen, int e, const char *fmt, ...)
 	errno = e;
 }
 
+/*
+ * Start the RDMA transport when self's transport asks for it: rdma must have
+ * a device on self's address, auto takes one if there is. @return 0 (c->rt set
+ * or NULL), or -errno with err set.
+ */
+static int cluster_rdma_start(struct cluster *c, const struct transport_cb *tcb, char *err,
+			      size_t errlen)
+{
+	const struct config_node *self = &c->self;
+	int rc, e;
+
+	if (self->transport == TRANSPORT_TCP)
+		return 0;
+	if (!transport_rdma_usable(self->host)) {
+		if (self->transport == TRANSPORT_AUTO) {
+			log_info("cluster: transport auto: no RDMA device serves %s, using tcp",
+				 self->host);
+			return 0;
+		}
+		cluster_fail(err, errlen, ENODEV, "transport rdma: no RDMA device serves %s",
+			     self->host);
+		return -ENODEV;
+	}
+	c->rt = transport_rdma_new(c->loop, tcb, c);
+	if (!c->rt) {
+		e = errno;
+		cluster_fail(err, errlen, e, "transport rdma: %s", strerror(e));
+		return -e;
+	}
+	rc = transport_listen(c->rt, self->host, self->port);
+	if (rc) {
+		cluster_fail(err, errlen, -rc, "transport rdma: cannot listen on %s:%u: %s",
+			     self->host, (unsigned)self->port, strerror(-rc));
+		transport_free(c->rt);
+		c->rt = NULL;
+		return rc;
+	}
+	log_info("cluster: transport %s: rdma (and tcp) on %s:%u",
+		 self->transport == TRANSPORT_AUTO ? "auto" : "rdma", self->host,
+		 (unsigned)self->port);
+	return 0;
+}
+
 struct cluster *cluster_create(struct ev_loop *loop, const struct config *cfg,
 			       const struct config_node *self, const uint8_t key[CLUSTER_KEY_LEN],
 			       const struct cluster_handlers *h, void *arg, char *err,
@@ -1186,6 +1251,8 @@ struct cluster *cluster_create(struct ev_loop *loop, const struct config *cfg,
 			     (unsigned)self->port, strerror(-rc));
 		goto free_transport;
 	}
+	if (cluster_rdma_start(c, &tcb, err, errlen))
+		goto free_transport;
 	ev_timer_init(&c->heartbeat, cluster_heartbeat_cb, c->heartbeat_ms / 1000.0,
 		      c->heartbeat_ms / 1000.0);
 	ev_timer_start(loop, &c->heartbeat);
@@ -1229,6 +1296,7 @@ void cluster_destroy(struct cluster *c)
 		peer_fail_pending(p, -ECANCELED);
 	}
 	/* closes every connection: on_close frees each link */
+	transport_free(c->rt);
 	transport_free(c->t);
 	while ((l = c->links)) {
 		/* not reached with a transport that keeps its word; never leak */
@@ -1523,6 +1591,8 @@ size_t cluster_peers(struct cluster *c, struct cluster_peer_info *out, size_t ma
 				 (unsigned)p->node.port);
 			o->state = peer_state_name(p);
 			o->transport = p->link ? tconn_kind(p->link->conn) : "-";
+			snprintf(o->device, sizeof(o->device), "%s",
+				 p->link ? tconn_device(p->link->conn) : "-");
 			o->incarnation = p->incarnation;
 			o->epoch = p->epoch;
 			o->rtt_us = p->rtt_us;

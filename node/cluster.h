@@ -104,7 +104,8 @@ struct cluster_peer_info {
 	char name[CONFIG_NAME_MAX];
 	char address[CONFIG_NAME_MAX + 8];
 	const char *state;          /* "up", "connecting", "down", "dead" */
-	const char *transport;      /* "tcp" (or "rdma") when up, else "-" */
+	const char *transport;      /* "tcp" or "rdma" when up, else "-" */
+	char device[32];            /* the link's RDMA device ("rxe0"), else "-" */
 	uint64_t incarnation;       /* the peer's, 0 when never seen */
 	unsigned epoch;             /* ours for it */
 	double rtt_us;              /* smoothed heartbeat round trip */

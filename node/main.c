@@ -23,6 +23,7 @@
 #include "node/client.h"
 #include "node/config.h"
 #include "node/log.h"
+#include "node/nbd.h"
 #include "node/pools.h"
 #include "node/stats.h"
 #include "tmem/zcache.h"
@@ -161,6 +162,7 @@ struct main_node {
 	struct pools *pools;
 	struct remote *remote; /* the collective, or NULL */
 	struct client_listener *listener;
+	struct nbd *nbd; /* the NBD frontend, or NULL without exports */
 	struct client_env env;
 };
 
@@ -286,6 +288,16 @@ int main(int argc, char **argv)
 		log_error("%s", err);
 		goto destroy_remote;
 	}
+	if (cfg.n_exports) {
+		n.nbd = nbd_create(n.loop, n.zcache, n.remote, &cfg, self, err, sizeof(err));
+		if (!n.nbd) {
+			log_error("cannot start the NBD frontend: %s", err);
+			goto close_listener;
+		}
+		n.env.nbd = n.nbd;
+		log_notice("NBD: %zu export%s on %s", cfg.n_exports, cfg.n_exports == 1 ? "" : "s",
+			   nbd_describe(n.nbd));
+	}
 	ev_signal_init(&n.sigterm, main_stop_cb, SIGTERM);
 	ev_signal_init(&n.sigint, main_stop_cb, SIGINT);
 	ev_signal_init(&n.sighup, main_hup_cb, SIGHUP);
@@ -303,6 +315,9 @@ int main(int argc, char **argv)
 	ev_signal_stop(n.loop, &n.sighup);
 	ev_signal_stop(n.loop, &n.sigint);
 	ev_signal_stop(n.loop, &n.sigterm);
+	n.env.nbd = NULL;
+	nbd_destroy(n.nbd);
+close_listener:
 	client_listener_close(n.listener);
 destroy_remote:
 	remote_destroy(n.remote);

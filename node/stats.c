@@ -41,6 +41,7 @@ static const char *const stats_ops[STATS_OPS] = {
 	[8] = "status",
 	[9] = "pools",
 	[10] = "peers",
+	[11] = "exports",
 };
 /* clang-format on */
 

@@ -150,6 +150,7 @@ static const struct wire_op_rule wire_op_rules[] = {
     [RAMSTER__OP__OP_STATUS] = {1, 0, 0, 0},
     [RAMSTER__OP__OP_POOLS] = {1, 0, 0, 0},
     [RAMSTER__OP__OP_PEERS] = {1, 0, 0, 0},
+    [RAMSTER__OP__OP_EXPORTS] = {1, 0, 0, 0},
 };
 
 static const struct wire_op_rule *wire_op_rule(int op)

@@ -4,8 +4,10 @@
 # Starts a ramsterd on a private socket, runs ramster-bench for text and mixed
 # pages (bare LZO baseline, in-process tier, daemon single calls, daemon
 # batches of 64), then a 1,000,000-page in-process run for metadata, and
-# prints a summary against the floors. A report, not a test: it exits 0
-# unless something crashed or read back wrong data. Environment:
+# prints a summary against the floors; then the collective's figures
+# (tools/bench-collective.sh: a 3-node collective on 127.0.0.1..3). A report,
+# not a test: it exits 0 unless something crashed or read back wrong data.
+# Environment (see also bench-collective.sh's):
 #   RAMSTER_BENCH_PAGES  pages a run (default 50000)
 #   RAMSTER_BENCH_REPS   repetitions, medians reported (default 5)
 #   RAMSTER_BENCH_BIG    pages of the metadata run (default 1000000)
@@ -147,4 +149,10 @@ printf '  %-48s %-6s %6s  %s\n' "metadata <= 64 B/stored page at $big pages" tex
 echo "  (at $big pages: $(json inproc_putget_pps "$dir/big.json") put+get pages/s inproc," \
 	"RAM $(json inproc_ram_per_page "$dir/big.json") B/page," \
 	"compression $(json inproc_compression "$dir/big.json")x)"
+
+# ---- the collective: repatriate, remotify, memcached (tools/bench-collective.sh) ----
+echo
+"$(dirname "$0")/bench-collective.sh" "$bin" || exit 1
+echo
+"$(dirname "$0")/bench-nbd.sh" "$bin" || exit 1 # the NBD frontend vs nbdkit memory
 exit 0

@@ -8,7 +8,9 @@ pkgs=(
 	build-essential pkg-config clang
 	liblzo2-dev libev-dev libprotobuf-c-dev protobuf-c-compiler
 	libsodium-dev libinih-dev libcmocka-dev
+	libibverbs-dev librdmacm-dev
 	iproute2 procps psmisc memcached
+	libnbd-bin nbdkit fio qemu-utils socat
 )
 
 missing=()

@@ -36,6 +36,8 @@ static void ctl_usage(FILE *f)
 		"  pools           every pool of the node, as a table\n"
 		"  peers           the collective as this node sees it: state, incarnation,\n"
 		"                  RTT, pages lent to and borrowed from each peer\n"
+		"  exports         the NBD exports: size, pages stored (local, remote,\n"
+		"                  backing), clients, requests and errors\n"
 		"  genkey          print a new cluster key (32 random bytes as 64 hex digits)\n"
 		"\n"
 		"Options:\n"
@@ -205,6 +207,33 @@ static int ctl_pools(ramster *r)
 	return 0;
 }
 
+/* ---- exports ----------------------------------------------------------------- */
+
+static int ctl_exports(ramster *r)
+{
+	struct ramster_export_info *p = NULL;
+	size_t n = 0, i;
+	int rc = ramster_exports(r, &p, &n);
+
+	if (rc)
+		return ctl_failed("exports", rc);
+	if (!n) {
+		printf("no exports (none configured)\n");
+		free(p);
+		return 0;
+	}
+	printf("%-16s %14s %10s %10s %10s %7s %12s %8s  %s\n", "NAME", "SIZE", "LOCAL", "REMOTE",
+	       "BACKING", "CLIENTS", "REQUESTS", "ERRORS", "BACKING_FILE");
+	for (i = 0; i < n; i++)
+		printf("%-16s %14llu %10llu %10llu %10llu %7llu %12llu %8llu  %s\n", p[i].name,
+		       (unsigned long long)p[i].size, (unsigned long long)p[i].pages_local,
+		       (unsigned long long)p[i].pages_remote, (unsigned long long)p[i].pages_backing,
+		       (unsigned long long)p[i].clients, (unsigned long long)p[i].requests,
+		       (unsigned long long)p[i].errors, p[i].backing[0] ? p[i].backing : "-");
+	free(p);
+	return 0;
+}
+
 /* ---- genkey ------------------------------------------------------------------ */
 
 /* ---- peers ------------------------------------------------------------------- */
@@ -222,13 +251,14 @@ static int ctl_peers(ramster *r)
 		free(p);
 		return 0;
 	}
-	printf("%-4s %-12s %-22s %-10s %-5s %-16s %-5s %9s %12s %10s %10s %5s %6s\n", "ID", "NAME",
-	       "ADDRESS", "STATE", "LINK", "INCARNATION", "EPOCH", "RTT_US", "DONATE_FREE",
-	       "LENT", "BORROWED", "UPS", "DEATHS");
+	printf("%-4s %-12s %-22s %-10s %-5s %-8s %-16s %-5s %9s %12s %10s %10s %5s %6s\n", "ID",
+	       "NAME", "ADDRESS", "STATE", "LINK", "DEVICE", "INCARNATION", "EPOCH", "RTT_US",
+	       "DONATE_FREE", "LENT", "BORROWED", "UPS", "DEATHS");
 	for (i = 0; i < n; i++)
-		printf("%-4u %-12s %-22s %-10s %-5s %016llx %-5u %9.1f %12llu %10llu %10llu %5llu "
-		       "%6llu\n",
+		printf("%-4u %-12s %-22s %-10s %-5s %-8s %016llx %-5u %9.1f %12llu %10llu %10llu "
+		       "%5llu %6llu\n",
 		       p[i].id, p[i].name, p[i].address, p[i].state, p[i].transport,
+		       p[i].device[0] ? p[i].device : "-",
 		       (unsigned long long)p[i].incarnation, p[i].epoch, p[i].rtt_us,
 		       (unsigned long long)p[i].donate_free, (unsigned long long)p[i].pages_lent,
 		       (unsigned long long)p[i].pages_borrowed, (unsigned long long)p[i].ups,
@@ -287,7 +317,8 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind >= argc)
-		return ctl_usage_error("no command (status, stats, pools, peers or genkey)", NULL);
+		return ctl_usage_error("no command (status, stats, pools, peers, exports or genkey)",
+				       NULL);
 	cmd = argv[optind++];
 	if (!strcmp(cmd, "stats") && optind < argc && !strcmp(argv[optind], "--json")) {
 		json = 1;
@@ -298,7 +329,7 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "genkey"))
 		return ctl_genkey();
 	if (strcmp(cmd, "status") && strcmp(cmd, "stats") && strcmp(cmd, "pools") &&
-	    strcmp(cmd, "peers"))
+	    strcmp(cmd, "peers") && strcmp(cmd, "exports"))
 		return ctl_usage_error("unknown command", cmd);
 
 	if (!path) {
@@ -317,6 +348,8 @@ int main(int argc, char **argv)
 		rc = ctl_stats(r, json);
 	else if (!strcmp(cmd, "peers"))
 		rc = ctl_peers(r);
+	else if (!strcmp(cmd, "exports"))
+		rc = ctl_exports(r);
 	else
 		rc = ctl_pools(r);
 	ramster_close(r);

@@ -23,6 +23,7 @@
 
 #include "transport/frame.h"
 #include "transport/transport.h"
+#include "transport/transport_ops.h"
 
 #define TCP_READS_PER_EVENT 16   /* then other connections get a turn */
 #define TCP_ACCEPTS_PER_EVENT 64
@@ -46,7 +47,8 @@ struct tframe {
 };
 
 struct tconn {
-	ev_io rio; /* first: libev hands back &c->rio */
+	struct tconn_base base; /* first: transport.c dispatches through it */
+	ev_io rio;
 	ev_io wio; /* connect completion, then output backlog */
 	struct transport *t;
 	struct tconn *prev, *next; /* on t->conns until closed */
@@ -55,7 +57,6 @@ struct tconn {
 	int refs;      /* libev entries and on_close calls in progress */
 	int conn_err;  /* connect(2) failed at once; reported from the loop */
 	int write_err; /* a write from transport_send failed; closed from the loop */
-	void *data;
 	struct frame_reader in;
 	struct tframe *head, *tail;
 	size_t queued; /* bytes in the queue not yet written */
@@ -64,7 +65,8 @@ struct tconn {
 };
 
 struct transport {
-	ev_io lio; /* first: libev hands back &t->lio */
+	struct transport_base base; /* first: transport.c dispatches through it */
+	ev_io lio;
 	ev_timer retry; /* restarts accept after a pause */
 	struct ev_loop *loop;
 	struct transport_cb cb;
@@ -78,6 +80,8 @@ struct transport {
 
 static void tcp_read_cb(struct ev_loop *loop, ev_io *w, int revents);
 static void tcp_write_cb(struct ev_loop *loop, ev_io *w, int revents);
+static void tcp_close(struct tconn *c, const char *reason);
+static const struct transport_ops tcp_ops;
 
 /* ---- references --------------------------------------------------------------
  * A closed tconn is off t->conns and holds no socket; its memory stays until
@@ -192,6 +196,7 @@ static struct tconn *tconn_new(struct transport *t, int fd, const struct sockadd
 		free(c);
 		return NULL;
 	}
+	c->base.ops = &tcp_ops;
 	c->t = t;
 	c->fd = fd;
 	ev_io_init(&c->rio, tcp_read_cb, fd, EV_READ);
@@ -236,7 +241,7 @@ static void tconn_shutdown(struct tconn *c)
 	c->prev = c->next = NULL;
 }
 
-void transport_close(struct tconn *c, const char *reason)
+static void tcp_close(struct tconn *c, const char *reason)
 {
 	void (*on_close)(void *, struct tconn *, const char *);
 	void *arg;
@@ -258,7 +263,7 @@ static void tconn_fail(struct tconn *c, const char *what, int err)
 	char buf[64];
 
 	snprintf(c->why, sizeof(c->why), "%s: %s", what, strerror_r(err, buf, sizeof(buf)));
-	transport_close(c, c->why);
+	tcp_close(c, c->why);
 }
 
 /* ---- output ------------------------------------------------------------------ */
@@ -325,7 +330,7 @@ static int tconn_flush(struct tconn *c)
 	return 0;
 }
 
-int transport_send(struct tconn *c, const void *msg, size_t len, const void *payload, size_t plen)
+static int tcp_send(struct tconn *c, const void *msg, size_t len, const void *payload, size_t plen)
 {
 	struct tframe *f;
 	size_t total;
@@ -384,12 +389,12 @@ static int tconn_deliver(struct tconn *c)
 		if (!t->cb.on_message)
 			continue;
 		if (t->cb.on_message(t->arg, c, f.msg, f.len, f.payload, f.plen) < 0)
-			transport_close(c, "message refused by receiver");
+			tcp_close(c, "message refused by receiver");
 		if (c->state == TCONN_CLOSED)
 			return -1;
 	}
 	if (rc < 0) {
-		transport_close(c, why);
+		tcp_close(c, why);
 		return -1;
 	}
 	return 0;
@@ -410,7 +415,7 @@ static void tconn_read(struct tconn *c)
 		}
 		r = recv(c->fd, p, n, 0);
 		if (r == 0) {
-			transport_close(c, "peer closed");
+			tcp_close(c, "peer closed");
 			return;
 		}
 		if (r < 0) {
@@ -430,7 +435,7 @@ static void tconn_read(struct tconn *c)
 
 static void tcp_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
-	struct tconn *c = (struct tconn *)w;
+	struct tconn *c = tcp_container_of(w, struct tconn, rio);
 	struct transport *t = c->t;
 
 	transport_hold(t);
@@ -494,29 +499,19 @@ static void tcp_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 	transport_release(t);
 }
 
-size_t tconn_queued(const struct tconn *c)
+static size_t tcp_queued(const struct tconn *c)
 {
 	return c->queued;
 }
 
-void tconn_set_data(struct tconn *c, void *data)
-{
-	c->data = data;
-}
-
-void *tconn_data(const struct tconn *c)
-{
-	return c->data;
-}
-
-const char *tconn_kind(const struct tconn *c)
-{
-	return "tcp";
-}
-
-const char *tconn_peer(const struct tconn *c)
+static const char *tcp_peer(const struct tconn *c)
 {
 	return c->peer;
+}
+
+static const char *tcp_device(const struct tconn *c)
+{
+	return "-";
 }
 
 /* ---- listening ------------------------------------------------------------------ */
@@ -540,7 +535,7 @@ static void tcp_accept_pause(struct transport *t)
 
 static void tcp_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
-	struct transport *t = (struct transport *)w;
+	struct transport *t = tcp_container_of(w, struct transport, lio);
 	struct sockaddr_in sa;
 	socklen_t len;
 	struct tconn *c;
@@ -572,7 +567,7 @@ static void tcp_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 	transport_release(t);
 }
 
-int transport_listen(struct transport *t, const char *host, uint16_t port)
+static int tcp_listen(struct transport *t, const char *host, uint16_t port)
 {
 	struct sockaddr_in sa;
 	socklen_t len = sizeof(sa);
@@ -604,15 +599,15 @@ close_fd:
 	return err;
 }
 
-int transport_local_port(const struct transport *t)
+static int tcp_local_port(const struct transport *t)
 {
 	return t->lfd >= 0 ? t->port : -ENOTCONN;
 }
 
 /* ---- connecting ------------------------------------------------------------------ */
 
-struct tconn *transport_connect(struct transport *t, const char *host, uint16_t port,
-				const char *bind_host)
+static struct tconn *tcp_connect(struct transport *t, const char *host, uint16_t port,
+				 const char *bind_host)
 {
 	struct sockaddr_in dst, src;
 	struct tconn *c;
@@ -680,6 +675,7 @@ struct transport *transport_tcp_new(struct ev_loop *loop, const struct transport
 		errno = ENOMEM;
 		return NULL;
 	}
+	t->base.ops = &tcp_ops;
 	t->loop = loop;
 	t->cb = *cb;
 	t->arg = arg;
@@ -688,7 +684,7 @@ struct transport *transport_tcp_new(struct ev_loop *loop, const struct transport
 	return t;
 }
 
-void transport_free(struct transport *t)
+static void tcp_free(struct transport *t)
 {
 	if (!t || t->dying)
 		return;
@@ -701,6 +697,19 @@ void transport_free(struct transport *t)
 	}
 	ev_timer_stop(t->loop, &t->retry);
 	while (t->conns)
-		transport_close(t->conns, "transport closed");
+		tcp_close(t->conns, "transport closed");
 	transport_release(t);
 }
+
+static const struct transport_ops tcp_ops = {
+    .kind = "tcp",
+    .free = tcp_free,
+    .listen = tcp_listen,
+    .local_port = tcp_local_port,
+    .connect = tcp_connect,
+    .send = tcp_send,
+    .close = tcp_close,
+    .queued = tcp_queued,
+    .peer = tcp_peer,
+    .device = tcp_device,
+};

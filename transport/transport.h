@@ -1,6 +1,6 @@
 /*
  * transport.h - one interface for the links between node daemons. TCP
- * (transport/tcp.c) implements it now, RDMA later, with the same semantics:
+ * (transport/tcp.c) and RDMA (transport/rdma.c) implement it, with the same semantics:
  * framed messages (a protobuf message plus an optional payload of at most
  * TRANSPORT_PAYLOAD_MAX bytes, delivered whole and in order), non-blocking on
  * the caller's libev loop, every callback on that loop's thread.
@@ -44,6 +44,15 @@ struct transport_cb {
 /* @return a TCP transport on loop, or NULL with errno set. */
 struct transport *transport_tcp_new(struct ev_loop *loop, const struct transport_cb *cb, void *arg);
 
+/*
+ * @return an RDMA transport on loop (rdma_cm + verbs, rdma.c), or NULL with
+ * errno set: ENOTSUP when built without RDMA (make RDMA=0).
+ */
+struct transport *transport_rdma_new(struct ev_loop *loop, const struct transport_cb *cb, void *arg);
+
+/* @return 1 when an RDMA device serves the local IPv4 address host, else 0. */
+int transport_rdma_usable(const char *host);
+
 /* Close every connection (on_close each) and free t. NULL ok. */
 void transport_free(struct transport *t);
 
@@ -79,5 +88,8 @@ void *tconn_data(const struct tconn *c);
 /* "tcp" or "rdma", and the peer's address as text ("192.0.2.1:7470"). */
 const char *tconn_kind(const struct tconn *c);
 const char *tconn_peer(const struct tconn *c);
+
+/* The RDMA device of an rdma connection ("rxe0", "mlx5_0"); "-" for tcp. */
+const char *tconn_device(const struct tconn *c);
 
 #endif /* RAMSTER_TRANSPORT_H */

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# bench-nbd.sh BIN_DIR - the NBD frontend against nbdkit's memory plugin, same
+# machine, same run, both over a Unix socket, driven by fio's nbd engine:
+#   4 KiB random reads at iodepth 16     >= 0.8 x nbdkit (IOPS)
+#   4 KiB random writes at iodepth 1     >= 0.8 x nbdkit (IOPS)
+#   RAM per GiB stored on mixed data     <= 0.5 GiB (ramsterd's RSS delta
+#     after nbdcopy of 256 MiB of zeros, text and random; the random part goes
+#     to the export's backing file, as the tier refuses it)
+# A report, not a test: prints figures and PASS/BELOW, exits 0 unless a tool
+# failed. Environment: RAMSTER_BENCH_NBD_SECS (seconds a fio run, default 10).
+set -u
+
+bin=$(cd "${1:-build/bin}" && pwd)
+secs=${RAMSTER_BENCH_NBD_SECS:-10}
+for tool in fio nbdkit nbdcopy python3; do
+	command -v $tool >/dev/null || { echo "bench-nbd: $tool missing (tools/deps.sh)"; exit 0; }
+done
+dir=$(mktemp -d /tmp/ramster-bench-nbd.XXXXXX) || exit 1
+pids=()
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+
+cat >"$dir/node.ini" <<EOF
+[node bench]
+socket = $dir/r.sock
+local_mb = 2048
+nbd_socket = $dir/nbd.sock
+
+[export b]
+size = 1G
+
+[export mixed]
+size = 256M
+backing = $dir/mixed.img
+EOF
+"$bin/ramsterd" --config "$dir/node.ini" --log-level warn 2>"$dir/ramsterd.log" &
+rpid=$!
+pids+=($rpid)
+nbdkit -f -U "$dir/kit.sock" memory 1G &
+kpid=$!
+pids+=($kpid)
+nbdkit -f -U "$dir/kit2.sock" memory 256M & # a fresh one for the RAM figure
+k2pid=$!
+pids+=($k2pid)
+for _ in $(seq 100); do
+	[ -S "$dir/nbd.sock" ] && [ -S "$dir/kit.sock" ] && [ -S "$dir/kit2.sock" ] && break
+	sleep 0.05
+done
+
+rss_kb() { awk '/^VmRSS/{print $2}' "/proc/$1/status"; }
+
+# fio JOB URI RW BS DEPTH [EXTRA...]: print IOPS
+fio_iops() {
+	local name=$1 uri=$2 rw=$3 bs=$4 depth=$5
+	shift 5
+	fio --name="$name" --ioengine=nbd --uri="$uri" --rw="$rw" --bs="$bs" --iodepth="$depth" \
+		--size=256m --direct=1 --buffer_compress_percentage=60 --refill_buffers \
+		--buffer_compress_chunk=512 --output-format=json "$@" >"$dir/$name.json" 2>"$dir/$name.err" ||
+		{ cat "$dir/$name.err" >&2; echo 0; return; }
+	python3 -c '
+import json, sys
+t = open(sys.argv[1]).read()
+j = json.loads(t[t.index("{"):])["jobs"][0]  # fio may print a line before it
+print(int(j["read"]["iops"] + j["write"]["iops"]))' "$dir/$name.json"
+}
+
+R="nbd+unix:///b?socket=$dir/nbd.sock"
+K="nbd+unix:///?socket=$dir/kit.sock"
+# fill the region the reads hit, in both
+fio_iops fill-r "$R" write 1m 4 >/dev/null
+fio_iops fill-k "$K" write 1m 4 >/dev/null
+rd_r=$(fio_iops rd-r "$R" randread 4k 16 --time_based --runtime="$secs")
+rd_k=$(fio_iops rd-k "$K" randread 4k 16 --time_based --runtime="$secs")
+wr_r=$(fio_iops wr-r "$R" randwrite 4k 1 --time_based --runtime="$secs")
+wr_k=$(fio_iops wr-k "$K" randwrite 4k 1 --time_based --runtime="$secs")
+
+# RAM per GiB stored: 256 MiB of 1 MiB runs of zeros, text, text, random
+python3 - "$dir/data.img" <<'EOF'
+import os, random, sys
+random.seed(3)
+words = b"ramster tmem page pool export block node tier zero text lorem ipsum".split()
+with open(sys.argv[1], "wb") as f:
+    for i in range(256):
+        k = i % 4
+        if k == 0:
+            f.write(bytes(1 << 20))
+        elif k == 3:
+            f.write(os.urandom(1 << 20))
+        else:
+            b = bytearray()
+            while len(b) < 1 << 20:
+                b += b" ".join(random.choice(words) for _ in range(10)) + b" %d\n" % random.randrange(10**9)
+            f.write(bytes(b[: 1 << 20]))
+EOF
+r0=$(rss_kb $rpid)
+k0=$(rss_kb $k2pid)
+nbdcopy "$dir/data.img" "nbd+unix:///mixed?socket=$dir/nbd.sock" || echo "bench-nbd: nbdcopy to ramsterd failed"
+nbdcopy "$dir/data.img" "nbd+unix:///?socket=$dir/kit2.sock" || echo "bench-nbd: nbdcopy to nbdkit failed"
+r1=$(rss_kb $rpid)
+k1=$(rss_kb $k2pid)
+
+python3 - "$rd_r" "$rd_k" "$wr_r" "$wr_k" "$r0" "$r1" "$k0" "$k1" <<'EOF'
+import sys
+rd_r, rd_k, wr_r, wr_k, r0, r1, k0, k1 = map(int, sys.argv[1:])
+def ratio(a, b):
+    return a / b if b else 0.0
+def verdict(ok):
+    return "PASS" if ok else "BELOW"
+print("NBD frontend vs nbdkit memory (fio nbd engine, Unix socket, 4 KiB random)")
+print("  %-34s %10s %10s %7s" % ("", "ramsterd", "nbdkit", "ratio"))
+r = ratio(rd_r, rd_k)
+print("  %-34s %10d %10d %7.2f  %s" % ("randread IOPS, iodepth 16", rd_r, rd_k, r, verdict(r >= 0.8)))
+w = ratio(wr_r, wr_k)
+print("  %-34s %10d %10d %7.2f  %s" % ("randwrite IOPS, iodepth 1", wr_r, wr_k, w, verdict(w >= 0.8)))
+gib = 256 / 1024
+per_r = (r1 - r0) / 1024 / 1024 / gib
+per_k = (k1 - k0) / 1024 / 1024 / gib
+print("  %-34s %10.3f %10.3f %7s  %s" % ("RAM GiB per GiB stored (mixed)", per_r, per_k, "",
+      verdict(per_r <= 0.5)))
+print("  (RSS delta over 256 MiB: ramsterd %.1f MiB, nbdkit %.1f MiB; random pages go to"
+      " ramsterd's backing file)" % ((r1 - r0) / 1024, (k1 - k0) / 1024))
+EOF
+exit 0
