@@ -1513,7 +1513,9 @@ bool cluster_alive(struct cluster *c, uint32_t node, unsigned epoch)
 {
 	struct cluster_peer *p = c ? cluster_peer(c, node) : NULL;
 
-	return p && p->link && p->state == PEER_UP && (p->epoch & 255) == epoch;
+	/* A link that dropped is not a dead peer: requests wait for the next link
+	 * (or for the death that ends the session after dead_after_ms). */
+	return p && (p->state == PEER_UP || p->state == PEER_DOWN) && (p->epoch & 255) == epoch;
 }
 
 unsigned cluster_epoch(struct cluster *c, uint32_t node)

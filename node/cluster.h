@@ -83,7 +83,11 @@ int cluster_request(struct cluster *c, uint32_t node, Ramster__Peer__Msg *m, con
 int cluster_reply(struct cluster *c, uint32_t node, uint64_t seq, int result,
 		  const Ramster__Peer__Page *page, const void *payload, size_t plen);
 
-/* Is node up now, and still in epoch (mod 256)? */
+/*
+ * Is our session with node still in epoch (mod 256): the peer up, or its
+ * link lost but the peer not (yet) declared dead? Pages it holds for us in
+ * that epoch can still be had (a request waits for the link).
+ */
 bool cluster_alive(struct cluster *c, uint32_t node, unsigned epoch);
 
 /* Our current epoch for node (mod 256 where it is stored in descriptors). */

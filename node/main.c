@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -177,6 +179,34 @@ static void main_hup_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	log_notice("SIGHUP ignored: the configuration is read only at start");
 }
 
+#ifndef PR_SET_IO_FLUSHER
+#define PR_SET_IO_FLUSHER 57
+#endif
+#ifndef MCL_ONFAULT
+#define MCL_ONFAULT 4
+#endif
+
+/*
+ * ramsterd is where pages go when memory is short (a kernel swapping into an
+ * NBD export, peers remotifying into us): it must not need reclaim itself.
+ * Lock its memory as it is touched (never swapped), and mark it an I/O
+ * flusher so its own allocations do not recurse into I/O that waits on it
+ * (the userspace block-server deadlock). Both need privileges; without them
+ * the node runs, with a notice.
+ */
+static void main_memory_guard(void)
+{
+	if (getenv("RAMSTER_NO_MEMLOCK"))
+		return;
+	if (mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT))
+		log_notice("memory not locked (mlockall: %s): this node may be swapped out",
+			   strerror(errno));
+	if (prctl(PR_SET_IO_FLUSHER, 1, 0, 0, 0))
+		log_notice("not an I/O flusher (%s): swapping into this node's exports from this "
+			   "machine may deadlock under memory pressure",
+			   strerror(errno));
+}
+
 int main(int argc, char **argv)
 {
 	struct main_opts o = {0};
@@ -244,6 +274,7 @@ int main(int argc, char **argv)
 
 	/* ---- start ---- */
 	signal(SIGPIPE, SIG_IGN);
+	main_memory_guard();
 	stats_init(&n.stats);
 	n.loop = ev_default_loop(0);
 	if (!n.loop) {

@@ -755,6 +755,14 @@ struct remote *remote_create(struct ev_loop *loop, struct zcache *z, const struc
 	r->low = cfg->low_watermark_pct;
 	r->rem_eph = cfg->remotify_ephemeral;
 	r->rem_pers = cfg->remotify_persistent;
+	/* bring repatriated pages home only below the low watermark, or remotify
+	 * would push them straight out again */
+	{
+		struct zcache_stats zs;
+
+		zcache_get_stats(z, &zs);
+		zcache_set_home_limit(z, zs.budget_frames * r->low / 100);
+	}
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->cond, NULL);
 	ev_async_init(&r->wake, wake_cb);

@@ -138,8 +138,7 @@ command -v memcached >/dev/null || { echo "(memcached not installed: skipped)"; 
 echo "== ramster-netbench (progress on stderr)"
 "${pin[@]}" "$bin/ramster-netbench" --socket "$dir/alpha.sock" \
 	--peer-socket "$dir/beta.sock" --peer-socket "$dir/gamma.sock" \
-	--rounds "$rounds" --iters "$iters" --put-reps "$put_reps" \
-	--high "$high" \
+	--rounds "$rounds" --iters "$iters" --put-reps "$put_reps" --high "$high" \
 	--memcached "$mc" ${RAMSTER_NETBENCH_ARGS:-} --json >"$dir/net.json"
 rc=$?
 cat "$dir/net.json"
@@ -147,13 +146,12 @@ dead=$(alive) || die "ramsterd $dead died during the benchmark"
 [ $rc -eq 0 ] || [ -s "$dir/net.json" ] || die "ramster-netbench failed ($rc)"
 
 echo
+keys='tier_(frames|budget_frames|remote_pages|remotified|repatriated|brought_home)'
+keys+='|remote_(pages_placed|pages_failed|no_target|gets|get_hits|get_lost|served_puts)'
+keys+='|remote_served_gets|foreign_pages|node_put_room_(waits|refused)'
 for n in "${nodes[@]}"; do
 	echo "== ramsterctl stats ($n)"
-	"$bin/ramsterctl" --socket "$dir/$n.sock" stats |
-		grep -E "^(tier_(frames|budget_frames|remote_pages|remotified|repatriated)|$(
-			)tier_brought_home|remote_(pages_placed|pages_failed|no_target|gets|$(
-			)get_hits|get_lost|served_puts|served_gets)|foreign_pages|$(
-			)node_put_room_(waits|refused)) " || true
+	"$bin/ramsterctl" --socket "$dir/$n.sock" stats | grep -E "^($keys) " || true
 done
 echo "== ramsterctl peers (alpha)"
 "$bin/ramsterctl" --socket "$dir/alpha.sock" peers
@@ -208,7 +206,7 @@ printf '  %-48s %6s  %s\n' "repatriate p50 <= 1.5 x (unix + tcp) p50" "${r:-n/a}
 echo "  (against the baseline with server processes: $(j ratio_repat_baselinep))"
 if [ $rc -ne 0 ]; then
 	echo
-	die "ramster-netbench failed ($rc): $(j errors) pages read back wrong or missing" \
-		"($(j get_failed) gets failed)"
+	die "ramster-netbench failed ($rc): $(j errors) errors (pages read back wrong or" \
+		"missing; $(j get_failed) gets failed)"
 fi
 exit 0

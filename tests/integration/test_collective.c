@@ -452,6 +452,40 @@ static void test_kill_peer_mid_transfer(void **state)
 	ramster_close(r);
 }
 
+/*
+ * Reset the TCP link between alpha and beta (ss -K): a lost link is not a
+ * dead peer, and gets of beta's pages wait for the next link rather than
+ * report them lost (a bug the collective benchmark found).
+ */
+static void test_link_reset_loses_nothing(void **state)
+{
+	struct coll *c = *state;
+	ramster *r = harness_connect(&c->h[0]);
+	uint64_t hits, misses, lost;
+	char cmd[160];
+	int pool = ramster_pool_new(r, RAMSTER_PERSISTENT, NULL);
+
+	if (strcmp(TRANSPORT, "tcp")) {
+		ramster_close(r);
+		skip(); /* ss -K reaches TCP sockets only */
+	}
+	assert_true(pool >= 0);
+	put_all(r, pool, BIG, 6);
+	wait_counts_match(c, 5000 * SLOW);
+	assert_true(stat_of(c, 1, "foreign_pages") > 0);
+	snprintf(cmd, sizeof(cmd), "ss -K dst %s2 src %s1 >/dev/null 2>&1", NET, NET);
+	if (system(cmd) != 0) {
+		ramster_close(r);
+		skip(); /* this kernel cannot destroy sockets (CONFIG_INET_DIAG_DESTROY) */
+	}
+	get_all(r, pool, BIG, 6, &hits, &misses, &lost);
+	assert_int_equal(lost, 0);
+	assert_int_equal(hits, BIG);
+	assert_int_equal(wait_peers_up(c, 0, 2, 5000 * SLOW), 0);
+	assert_int_equal(ramster_pool_destroy(r, pool), 0);
+	ramster_close(r);
+}
+
 /* A node with the wrong secret, and one from another cluster, never join. */
 static void test_wrong_secret_and_cluster(void **state)
 {
@@ -538,6 +572,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_many_clients_many_nodes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kill_peer, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kill_peer_mid_transfer, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_link_reset_loses_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wrong_secret_and_cluster, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_peer_frames, setup, teardown),
 	};

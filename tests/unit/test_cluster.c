@@ -287,7 +287,18 @@ static bool alive(int a, int b)
 	struct cluster *c = w->nodes[a].c;
 	uint32_t id = w->nodes[b].id;
 
-	return c && cluster_alive(c, id, cluster_epoch(c, id) & 255);
+	struct cluster_peer_info info[CONFIG_NODES_MAX];
+	size_t i, n;
+
+	if (!c || !cluster_alive(c, id, cluster_epoch(c, id) & 255))
+		return false;
+	/* alive() means the link is up: cluster_alive also holds while a lost
+	 * link is not yet a dead peer */
+	n = cluster_peers(c, info, CONFIG_NODES_MAX);
+	for (i = 0; i < n; i++)
+		if (info[i].id == id)
+			return !strcmp(info[i].state, "up");
+	return false;
 }
 
 static bool linked(int a, int b)
