@@ -144,6 +144,14 @@ struct ramster_peer_info {
 	char device[32];         /* the link's RDMA device (rxe0, mlx5_0), or - */
 };
 
+/*
+ * A diagnostic round trip carrying one page each way: to the node (node 0),
+ * or through the node to its peer `node` and back over their link. back gets
+ * the page as it returned. @return 0, or -errno (-EHOSTDOWN: no such live
+ * peer; -ENOTSUP: the node is not in a collective).
+ */
+int ramster_ping(ramster *r, uint32_t node, const void *page, void *back);
+
 /* List the peers (none for a single node). *out freed with free(). @return 0 or -errno. */
 int ramster_peers(ramster *r, struct ramster_peer_info **out, size_t *n);
 

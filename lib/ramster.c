@@ -181,6 +181,10 @@ static int ramster_call(ramster *r, Ramster__Request *req, struct ramster_iov *v
 			r->iov[cnt++] =
 			    (struct iovec){.iov_base = v[i].page, .iov_len = RAMSTER_PAGE_SIZE};
 		payload = (uint32_t)req->n_items * RAMSTER_PAGE_SIZE;
+	} else if (req->op == RAMSTER__OP__OP_PING) {
+		/* v[0].page goes out; the echo comes back into v[1].page */
+		r->iov[cnt++] = (struct iovec){.iov_base = v[0].page, .iov_len = RAMSTER_PAGE_SIZE};
+		payload = RAMSTER_PAGE_SIZE;
 	}
 	wire_hdr_encode(r->hdr, WIRE_REQUEST, (uint32_t)len, payload);
 	err = ramster_send_all(r->fd, r->iov, cnt);
@@ -205,7 +209,12 @@ static int ramster_call(ramster *r, Ramster__Request *req, struct ramster_iov *v
 	if (err)
 		goto broken;
 
-	if (h.payload_len) {
+	if (h.payload_len && req->op == RAMSTER__OP__OP_PING) {
+		/* the decoder saw to it: exactly one page */
+		err = ramster_recv(r->fd, v[1].page, RAMSTER_PAGE_SIZE);
+		if (err)
+			goto free_rsp;
+	} else if (h.payload_len) {
 		/* only a GET gets here (the decoder saw to it), one page a hit */
 		cnt = 0;
 		for (i = 0; i < rsp->n_results; i++)
@@ -223,6 +232,27 @@ free_rsp:
 	ramster__response__free_unpacked(rsp, alloc);
 broken:
 	ramster_break(r);
+	return err;
+}
+
+int ramster_ping(ramster *r, uint32_t node, const void *page, void *back)
+{
+	Ramster__Request req = RAMSTER__REQUEST__INIT;
+	struct ramster_iov v[2];
+	Ramster__Response *rsp;
+	int err;
+
+	if (!r || !page || !back || node > 64)
+		return -EINVAL;
+	req.op = RAMSTER__OP__OP_PING;
+	req.node = node;
+	v[0].page = (void *)page;
+	v[1].page = back;
+	err = ramster_call(r, &req, v, 1, &rsp);
+	if (err)
+		return err;
+	err = rsp->result;
+	ramster__response__free_unpacked(rsp, &r->arena.pa);
 	return err;
 }
 

@@ -55,6 +55,7 @@ struct client {
 	uint32_t pool;            /* the node's pool id it names */
 	bool pers;
 	unsigned pending;         /* remote gets outstanding */
+	int ping_result;          /* PING through a peer: its outcome */
 	size_t next_item;         /* PUT: the item to try next */
 	ev_tstamp wait_start;     /* PUT: when it began to wait for room */
 	void *room;               /* PUT: the wait token */
@@ -652,6 +653,68 @@ static int client_do_get(struct client *c, const Ramster__Request *req, Ramster_
 
 static void client_put_room(void *arg);
 
+static void client_ping_done(void *arg, int result)
+{
+	struct client *c = arg;
+	Ramster__Response rsp = RAMSTER__RESPONSE__INIT;
+
+	c->ping_result = result;
+	if (--c->pending)
+		return;
+	if (c->closed) {
+		client_free(c);
+		return;
+	}
+	rsp.seq = c->req->seq;
+	rsp.result = result;
+	if (!c->gone &&
+	    client_reply(c, &rsp, result ? NULL : c->scratch, result ? 0 : WIRE_PAGE_SIZE))
+		return;
+	client_resume(c);
+}
+
+/*
+ * PING: echo the page (node 0), or send it through the peer and back over
+ * their link. @return 0 answered, 1 waiting, -1 closed.
+ */
+static int client_do_ping(struct client *c, const Ramster__Request *req, size_t payload_off)
+{
+	const struct client_env *env = c->l->env;
+	Ramster__Response rsp = RAMSTER__RESPONSE__INIT;
+
+	rsp.seq = req->seq;
+	if (!req->node)
+		return client_reply(c, &rsp, c->in + payload_off, WIRE_PAGE_SIZE);
+	if (!env->remote) {
+		rsp.result = -ENOTSUP;
+		return client_reply(c, &rsp, NULL, 0);
+	}
+	if (!c->scratch_pages) {
+		uint8_t *s = realloc(c->scratch, WIRE_PAGE_SIZE);
+
+		if (!s) {
+			rsp.result = -ENOMEM;
+			return client_reply(c, &rsp, NULL, 0);
+		}
+		c->scratch = s;
+		c->scratch_pages = 1;
+	}
+	c->req = req;
+	c->pending = 2; /* held while it starts: the callback may run at once */
+	remote_ping(env->remote, req->node, c->in + payload_off, c->scratch, client_ping_done, c);
+	if (--c->pending == 0) {
+		/* answered at once (no such peer, ...): reply now, in this turn */
+		Ramster__Response now = RAMSTER__RESPONSE__INIT;
+
+		now.seq = req->seq;
+		now.result = c->ping_result;
+		return client_reply(c, &now, now.result ? NULL : c->scratch,
+				    now.result ? 0 : WIRE_PAGE_SIZE);
+	}
+	env->stats->remote_waits++;
+	return 1;
+}
+
 /*
  * PUT from item c->next_item on. A persistent put that finds the tier full
  * waits (up to CLIENT_ROOM_WAIT) for remotify to make room, when there is a
@@ -756,6 +819,8 @@ static int client_dispatch(struct client *c, const Ramster__Request *req, size_t
 		return client_do_get(c, req, &rsp, pool);
 	case RAMSTER__OP__OP_PEERS:
 		return client_do_peers(c, &rsp);
+	case RAMSTER__OP__OP_PING:
+		return client_do_ping(c, req, payload_off);
 	case RAMSTER__OP__OP_FLUSH:
 	case RAMSTER__OP__OP_FLUSH_OBJECT:
 		rc = pools_resolve(c->pools, req->pool, &pool);

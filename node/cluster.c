@@ -212,7 +212,8 @@ static uint64_t cluster_now_ns(void)
 static const char *cluster_op_name(int op)
 {
 	static const char *const names[] = {"NONE", "HELLO", "AUTH",	     "HEARTBEAT",  "PUT",
-					    "GET",  "FLUSH", "FLUSH_OBJECT", "FLUSH_POOL", "REPLY"};
+					    "GET",  "FLUSH", "FLUSH_OBJECT", "FLUSH_POOL", "REPLY",
+					    "ECHO"};
 
 	if (op < 0 || (size_t)op >= sizeof(names) / sizeof(names[0]))
 		return "unknown op";
@@ -221,7 +222,8 @@ static const char *cluster_op_name(int op)
 
 static bool cluster_op_is_request(int op)
 {
-	return op >= RAMSTER__PEER__OP__P_PUT && op <= RAMSTER__PEER__OP__P_FLUSH_POOL;
+	return (op >= RAMSTER__PEER__OP__P_PUT && op <= RAMSTER__PEER__OP__P_FLUSH_POOL) ||
+	       op == RAMSTER__PEER__OP__P_ECHO;
 }
 
 /* Copy s for a log line, with anything unprintable as '?'. */
@@ -987,6 +989,7 @@ static int link_on_frame(struct cluster_link *l, const Ramster__Peer__Msg *m,
 	case RAMSTER__PEER__OP__P_FLUSH:
 	case RAMSTER__PEER__OP__P_FLUSH_OBJECT:
 	case RAMSTER__PEER__OP__P_FLUSH_POOL:
+	case RAMSTER__PEER__OP__P_ECHO:
 		c->st.requests_received++;
 		if (c->h.on_request)
 			c->h.on_request(c->arg, p->node.id, peer_session(p), m, payload, plen);

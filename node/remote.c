@@ -123,6 +123,7 @@ struct remote {
 	uint64_t served_puts, served_puts_refused, served_checksum_errors, served_gets,
 	    served_get_misses, served_flushes;
 	uint64_t owner_drops;
+	uint64_t pings, served_echoes;
 };
 
 static uint64_t now_ns(void)
@@ -601,6 +602,48 @@ void remote_get(struct remote *r, const struct tmem_handle *h, bool pers, bool d
 		get_finish(g, -EHOSTDOWN, NULL, 0);
 }
 
+/* ---- ping: a diagnostic round trip through a peer ---------------------------------------------- */
+
+struct rping {
+	void *back;
+	remote_get_fn cb;
+	void *arg;
+};
+
+static void ping_cb(void *arg, int result, const Ramster__Peer__Msg *reply, const uint8_t *payload,
+		    size_t plen)
+{
+	struct rping *p = arg;
+
+	if (result == 0 && plen != 4096)
+		result = -EIO;
+	if (result == 0)
+		memcpy(p->back, payload, plen);
+	p->cb(p->arg, result);
+	free(p);
+}
+
+void remote_ping(struct remote *r, uint32_t node, const void *page, void *back, remote_get_fn cb,
+		 void *arg)
+{
+	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
+	struct rping *p = malloc(sizeof(*p));
+	int rc;
+
+	if (!p) {
+		cb(arg, -ENOMEM);
+		return;
+	}
+	*p = (struct rping){ back, cb, arg };
+	r->pings++;
+	m.op = RAMSTER__PEER__OP__P_ECHO;
+	rc = cluster_request(r->cl, node, &m, page, 4096, r->timeout_ms, ping_cb, p);
+	if (rc) {
+		free(p);
+		cb(arg, rc);
+	}
+}
+
 /* ---- serving peers (the foreign store) ------------------------------------------------------ */
 
 static void key_of(struct foreign_key *k, uint32_t node, uint64_t session,
@@ -626,6 +669,12 @@ static void on_request(void *arg, uint32_t node, uint64_t session, const Ramster
 	uint32_t cs;
 	int rc;
 
+	if (m->op == RAMSTER__PEER__OP__P_ECHO) {
+		/* a diagnostic round trip (ramster_ping): the bytes go back as they came */
+		r->served_echoes++;
+		cluster_reply(r->cl, node, m->seq, 0, NULL, payload, plen);
+		return;
+	}
 	key_of(&k, node, session, m->page);
 	switch (m->op) {
 	case RAMSTER__PEER__OP__P_PUT:
@@ -866,6 +915,8 @@ void remote_foreach_stat(struct remote *r,
 	R(served_get_misses, "peer gets of pages not held");
 	R(served_flushes, "peer flushes served");
 	R(owner_drops, "pages dropped because their owner died, restarted or re-linked");
+	R(pings, "diagnostic round trips through a peer (ramster_ping)");
+	R(served_echoes, "diagnostic round trips answered for peers");
 #undef R
 	foreign_get_stats(r->fs, &fs);
 	fn(arg, "foreign_pages", fs.pages, "pages held for peers now");

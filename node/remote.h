@@ -45,6 +45,14 @@ void remote_get(struct remote *r, const struct tmem_handle *h, bool pers, bool d
 		uint64_t pampd, void *page, remote_get_fn cb, void *arg);
 
 /*
+ * A diagnostic round trip: send the 4096-byte page to node, which echoes it
+ * into back. cb(arg, 0 or -errno) runs once, on the loop (maybe before this
+ * returns).
+ */
+void remote_ping(struct remote *r, uint32_t node, const void *page, void *back, remote_get_fn cb,
+		 void *arg);
+
+/*
  * Call cb once remotify has freed some room, or after ms milliseconds,
  * whichever comes first (a persistent put that found the tier full waits so).
  * @return a token for remote_wait_cancel.

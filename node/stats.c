@@ -42,6 +42,7 @@ static const char *const stats_ops[STATS_OPS] = {
 	[9] = "pools",
 	[10] = "peers",
 	[11] = "exports",
+	[12] = "ping",
 };
 /* clang-format on */
 

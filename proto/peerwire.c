@@ -45,6 +45,8 @@ static const struct peerwire_rule peerwire_rules[] = {
 	[RAMSTER__PEER__OP__P_FLUSH] = { 1, PW_PAGE, PW_PAGE, 1, PW_KNOWN_FLAGS, 0, 0 },
 	[RAMSTER__PEER__OP__P_FLUSH_OBJECT] = { 1, PW_PAGE, PW_PAGE, 1, PW_KNOWN_FLAGS, 0, 0 },
 	[RAMSTER__PEER__OP__P_FLUSH_POOL] = { 1, PW_PAGE, PW_PAGE, 1, PW_KNOWN_FLAGS, 0, 0 },
+	/* a diagnostic round trip: the payload comes back in the reply */
+	[RAMSTER__PEER__OP__P_ECHO] = { 1, 0, 0, 1, 0, 0, PEERWIRE_PAGE_MAX },
 	/* the reply to a GET may carry the page (its checksum) and the bytes */
 	[RAMSTER__PEER__OP__P_REPLY] = { 1, 0, PW_PAGE, 1, PW_KNOWN_FLAGS, 0, PEERWIRE_PAGE_MAX },
 };

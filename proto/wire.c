@@ -151,6 +151,7 @@ static const struct wire_op_rule wire_op_rules[] = {
     [RAMSTER__OP__OP_POOLS] = {1, 0, 0, 0},
     [RAMSTER__OP__OP_PEERS] = {1, 0, 0, 0},
     [RAMSTER__OP__OP_EXPORTS] = {1, 0, 0, 0},
+    [RAMSTER__OP__OP_PING] = {1, 0, 0, 0},
 };
 
 static const struct wire_op_rule *wire_op_rule(int op)
@@ -184,8 +185,14 @@ static const char *wire_request_check(const struct wire_hdr *h, const Ramster__R
 		/* client.proto: the uuid is empty but for a shared POOL_NEW */
 		return "unexpected uuid";
 	}
+	if (req->node && req->op != RAMSTER__OP__OP_PING)
+		return "unexpected node";
 	if (req->op == RAMSTER__OP__OP_PUT)
 		want_payload = (uint32_t)req->n_items * WIRE_PAGE_SIZE;
+	if (req->op == RAMSTER__OP__OP_PING)
+		want_payload = WIRE_PAGE_SIZE;
+	if (h->payload_len != want_payload && req->op == RAMSTER__OP__OP_PING)
+		return "ping payload is not one page";
 	if (h->payload_len != want_payload)
 		return want_payload ? "payload does not match items" : "unexpected payload";
 	return NULL;
@@ -235,7 +242,12 @@ static const char *wire_response_check(const struct wire_hdr *h, const Ramster__
 	if (req->op == RAMSTER__OP__OP_POOL_NEW ? rsp->result < -WIRE_ERRNO_MAX
 						: !wire_errno_ok(rsp->result))
 		return "result out of range";
-	if (!batch) {
+	if (req->op == RAMSTER__OP__OP_PING) {
+		if (rsp->n_results)
+			return "per-item results on a single request";
+		if (h->payload_len != (rsp->result == 0 ? WIRE_PAGE_SIZE : 0u))
+			return "ping payload is not one page";
+	} else if (!batch) {
 		if (rsp->n_results)
 			return "per-item results on a single request";
 		if (h->payload_len)

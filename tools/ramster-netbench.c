@@ -58,6 +58,7 @@ struct opts {
 	uint64_t seed;
 	bool classify_each; /* read the counters after every get (else once a round) */
 	bool echo_proc;     /* also the baseline with server processes */
+	unsigned ping_node; /* the peer the ping baseline goes through */
 	bool json;
 };
 
@@ -75,6 +76,7 @@ static struct opts o = {
 	.seed = 1,
 	.classify_each = true,
 	.echo_proc = true,
+	.ping_node = 2,
 };
 
 static uint64_t errors; /* wrong or missing pages, failed calls */
@@ -979,9 +981,10 @@ static int get_round(ramster *r, int pool, unsigned rep, const uint64_t *cand, s
 /* ---- report ------------------------------------------------------------------------ */
 
 /* The measured paths, in the order of a round. */
-enum path { P_UNIX, P_TCP, P_UNIX_PROC, P_TCP_PROC, P_REPAT, P_LOCAL, P_MC, P_N };
+enum path { P_UNIX, P_TCP, P_UNIX_PROC, P_TCP_PROC, P_REPAT, P_LOCAL, P_MC, P_PING, P_PINGP, P_N };
 
-static const char *const path_key[P_N] = { "unix", "tcp", "unixp", "tcpp", "repat", "local", "mc" };
+static const char *const path_key[P_N] = { "unix", "tcp", "unixp", "tcpp", "repat", "local", "mc",
+					    "ping", "pingp" };
 
 static const char *const path_name[P_N] = {
 	"unix 4 KiB round trip",
@@ -991,7 +994,34 @@ static const char *const path_name[P_N] = {
 	"ramster get, remote",
 	"ramster get, local hit",
 	"memcached get",
+	"ping the node (4 KiB)",
+	"ping via the node to a peer",
 };
+
+/*
+ * K ramster_ping calls (node 0: the node itself; else through it to that
+ * peer), each page checked. @return 0 or -errno.
+ */
+static int ping_round(ramster *r, uint32_t node, double *lat, unsigned k, uint64_t *nlat)
+{
+	static unsigned char out[PAGE], back[PAGE];
+	unsigned i;
+	double t0;
+	int rc;
+
+	*nlat = 0;
+	for (i = 0; i < k; i++) {
+		memset(out, (int)(i & 0xff), 64);
+		t0 = now();
+		rc = ramster_ping(r, node, out, back);
+		if (rc)
+			return rc;
+		lat[(*nlat)++] = (now() - t0) * 1e6;
+		if (memcmp(out, back, PAGE))
+			errors++;
+	}
+	return 0;
+}
 
 struct report {
 	struct series s[P_N];
@@ -1068,6 +1098,9 @@ static void print_text(const struct report *rp)
 		       baseline(rp, true, false), baseline(rp, true, true));
 	printf("repatriate / baseline p50   %.2f  (floor <= 1.5)\n",
 	       ratio_of(p50_of(rp, P_REPAT), base50));
+	if (rp->s[P_PINGP].n)
+		printf("repatriate / ping via the node to a peer p50   %.2f\n",
+		       ratio_of(p50_of(rp, P_REPAT), p50_of(rp, P_PINGP)));
 	if (baseline(rp, true, false) > 0)
 		printf("repatriate / baseline p50, server processes   %.2f\n",
 		       ratio_of(p50_of(rp, P_REPAT), baseline(rp, true, false)));
@@ -1124,6 +1157,8 @@ static void print_json(const struct report *rp)
 	printf(", \"baseline_p50_us\": %.2f, \"baseline_p99_us\": %.2f", base50,
 	       baseline(rp, false, true));
 	printf(", \"ratio_repat_baseline\": %.3f", ratio_of(p50_of(rp, P_REPAT), base50));
+	if (rp->s[P_PINGP].n)
+		printf(", \"ratio_repat_ping\": %.3f", ratio_of(p50_of(rp, P_REPAT), p50_of(rp, P_PINGP)));
 	if (baseline(rp, true, false) > 0)
 		printf(", \"baselinep_p50_us\": %.2f, \"baselinep_p99_us\": %.2f"
 		       ", \"ratio_repat_baselinep\": %.3f",
@@ -1379,6 +1414,17 @@ static int run(const char *dir, struct report *rp)
 				goto out;
 			series_add(&rp->s[e], lat, o.iters);
 		}
+		rc = ping_round(r, 0, lat, o.iters, &nlat);
+		if (rc == 0) {
+			series_add(&rp->s[P_PING], lat, nlat);
+			rc = ping_round(r, o.ping_node, lat, o.iters, &nlat);
+			if (rc == 0)
+				series_add(&rp->s[P_PINGP], lat, nlat);
+		}
+		if (rc) {
+			note("ramster_ping: %s (an older ramsterd?): no ping baseline\n", strerror(-rc));
+			rc = 0;
+		}
 		rc = get_round(r, pool, rep, rcand, nr, o.iters, true, lat, &nlat, &rp->rg, &rng);
 		if (rc)
 			goto out;
@@ -1499,13 +1545,14 @@ static int parse_args(int argc, char **argv)
 		{ "seed", required_argument, NULL, 'S' },
 		{ "classify", required_argument, NULL, 'x' },
 		{ "echo", required_argument, NULL, 'e' },
+		{ "ping-node", required_argument, NULL, 'N' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "s:P:n:b:R:r:k:c:C:m:v:H:F:S:x:e:jh", opts, NULL)) !=
+	while ((c = getopt_long(argc, argv, "s:P:n:b:R:r:k:c:C:m:v:H:F:S:x:e:N:jh", opts, NULL)) !=
 	       -1) {
 		bool ok = true;
 
@@ -1529,6 +1576,9 @@ static int parse_args(int argc, char **argv)
 			break;
 		case 'r':
 			ok = parse_uint(optarg, &o.rounds, 1, ROUNDS_MAX);
+			break;
+		case 'N':
+			ok = parse_uint(optarg, &o.ping_node, 1, 64);
 			break;
 		case 'k':
 			ok = parse_uint(optarg, &o.iters, 10, 10000000);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <sodium.h>
 
@@ -34,6 +35,7 @@ static void ctl_usage(FILE *f)
 		"  status          the node's name, version, pid, uptime, socket, ...\n"
 		"  stats [--json]  every counter, one `name value` a line (or a JSON object)\n"
 		"  pools           every pool of the node, as a table\n"
+		"  ping [NODE]     1000 round trips of a page to the node, or via it to peer NODE\n"
 		"  peers           the collective as this node sees it: state, incarnation,\n"
 		"                  RTT, pages lent to and borrowed from each peer\n"
 		"  exports         the NBD exports: size, pages stored (local, remote,\n"
@@ -236,6 +238,44 @@ static int ctl_exports(ramster *r)
 
 /* ---- genkey ------------------------------------------------------------------ */
 
+/* ---- ping -------------------------------------------------------------------- */
+
+static int ctl_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* 1000 round trips of one page: to the node, or through it to a peer and back. */
+static int ctl_ping(ramster *r, uint32_t node)
+{
+	static unsigned char out[RAMSTER_PAGE_SIZE], back[RAMSTER_PAGE_SIZE];
+	enum { N = 1000 };
+	static double us[N];
+	struct timespec a, b;
+	int i, rc;
+
+	for (i = 0; i < N; i++) {
+		out[i % RAMSTER_PAGE_SIZE] = (unsigned char)i;
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		rc = ramster_ping(r, node, out, back);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		if (rc)
+			return ctl_failed("ping", rc);
+		if (memcmp(out, back, sizeof(out))) {
+			fprintf(stderr, "ramsterctl: ping: the page came back changed\n");
+			return 1;
+		}
+		us[i] = (double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) / 1e3;
+	}
+	qsort(us, N, sizeof(us[0]), ctl_cmp_double);
+	printf("ping %s%u: %d round trips of 4 KiB, us: min %.1f p50 %.1f p99 %.1f max %.1f\n",
+	       node ? "via the node to node " : "the node", node ? node : 0, N, us[0], us[N / 2],
+	       us[N * 99 / 100], us[N - 1]);
+	return 0;
+}
+
 /* ---- peers ------------------------------------------------------------------- */
 
 static int ctl_peers(ramster *r)
@@ -298,6 +338,7 @@ int main(int argc, char **argv)
 	/* clang-format on */
 	const char *path = NULL, *cmd;
 	int ch, json = 0, rc;
+	uint32_t ping_node = 0;
 	ramster *r;
 
 	while ((ch = getopt_long(argc, argv, "+s:hV", longopts, NULL)) != -1) {
@@ -324,12 +365,21 @@ int main(int argc, char **argv)
 		json = 1;
 		optind++;
 	}
+	if (!strcmp(cmd, "ping") && optind < argc) {
+		char *end;
+		unsigned long v = strtoul(argv[optind], &end, 10);
+
+		if (*end || v > 64)
+			return ctl_usage_error("ping: NODE is a node id (1..64) or 0", argv[optind]);
+		ping_node = (uint32_t)v;
+		optind++;
+	}
 	if (optind < argc)
 		return ctl_usage_error("unexpected argument", argv[optind]);
 	if (!strcmp(cmd, "genkey"))
 		return ctl_genkey();
 	if (strcmp(cmd, "status") && strcmp(cmd, "stats") && strcmp(cmd, "pools") &&
-	    strcmp(cmd, "peers") && strcmp(cmd, "exports"))
+	    strcmp(cmd, "peers") && strcmp(cmd, "exports") && strcmp(cmd, "ping"))
 		return ctl_usage_error("unknown command", cmd);
 
 	if (!path) {
@@ -348,6 +398,8 @@ int main(int argc, char **argv)
 		rc = ctl_stats(r, json);
 	else if (!strcmp(cmd, "peers"))
 		rc = ctl_peers(r);
+	else if (!strcmp(cmd, "ping"))
+		rc = ctl_ping(r, ping_node);
 	else if (!strcmp(cmd, "exports"))
 		rc = ctl_exports(r);
 	else

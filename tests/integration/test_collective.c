@@ -486,6 +486,31 @@ static void test_link_reset_loses_nothing(void **state)
 	ramster_close(r);
 }
 
+/* ramster_ping: to the node, and through it to each peer over their link. */
+static void test_ping(void **state)
+{
+	struct coll *c = *state;
+	ramster *r = harness_connect(&c->h[0]);
+	static unsigned char out[PAGE], back[PAGE];
+	uint32_t n;
+
+	harness_page_text(out, 77);
+	for (n = 0; n <= NODES; n++) {
+		if (n == 1)
+			continue; /* node 1 is alpha itself: not its own peer */
+		memset(back, 0, PAGE);
+		assert_int_equal(ramster_ping(r, n, out, back), 0);
+		assert_memory_equal(out, back, PAGE);
+	}
+	assert_int_equal(ramster_ping(r, 9, out, back), -ENOENT);   /* no such peer */
+	assert_int_equal(ramster_ping(r, 65, out, back), -EINVAL);  /* not a node id */
+	harness_kill(&c->h[2], SIGKILL);
+	/* gamma is gone: the ping waits for the link, then the death (never hangs) */
+	assert_true(ramster_ping(r, 3, out, back) < 0);
+	assert_true(stat_of(c, 1, "remote_served_echoes") > 0);
+	ramster_close(r);
+}
+
 /* A node with the wrong secret, and one from another cluster, never join. */
 static void test_wrong_secret_and_cluster(void **state)
 {
@@ -573,6 +598,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_kill_peer, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kill_peer_mid_transfer, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_link_reset_loses_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ping, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wrong_secret_and_cluster, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_peer_frames, setup, teardown),
 	};

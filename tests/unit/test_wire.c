@@ -631,6 +631,21 @@ static void test_response_single(void **state)
 	test_rsp_reject(&rsp, &req, 0, "sequence mismatch");
 }
 
+/* PING: exactly one page out (and back); node only on a PING. */
+static void test_request_ping(void **state)
+{
+	Ramster__Request req = test_req(RAMSTER__OP__OP_PING, 0);
+
+	test_expect_accept(&req, WIRE_PAGE_SIZE);
+	req.node = 3;
+	test_expect_accept(&req, WIRE_PAGE_SIZE);
+	test_expect_reject(&req, 0, "ping payload is not one page");
+	test_expect_reject(&req, 2 * WIRE_PAGE_SIZE, "ping payload is not one page");
+	req = test_req(RAMSTER__OP__OP_STATS, 0);
+	req.node = 2;
+	test_expect_reject(&req, 0, "unexpected node");
+}
+
 static void test_response_admin(void **state)
 {
 	Ramster__Request req = test_req(RAMSTER__OP__OP_POOLS, 0);
@@ -702,6 +717,7 @@ int main(void)
 	    cmocka_unit_test(test_response_get),
 	    cmocka_unit_test(test_response_put),
 	    cmocka_unit_test(test_response_single),
+	    cmocka_unit_test(test_request_ping),
 	    cmocka_unit_test(test_response_admin),
 	};
 

@@ -10,7 +10,7 @@
 # vm-timeout: 600
 bin=${RAMSTER_BIN:-build/bin}
 hog=${RAMSTER_MEMHOG:-$bin/../tests/vm/memhog}
-hog_mb=${RAMSTER_HOG_MB:-384}
+hog_mb=${RAMSTER_HOG_MB:-320}
 
 [ "${RAMSTER_VM:-}" = 1 ] || { echo "runs inside the VM: tests/vm/run-vm.sh --mem 256 $0" >&2; exit 1; }
 for f in "$bin/ramsterd" "$bin/ramsterctl" "$hog"; do
