@@ -460,7 +460,11 @@ static int nbd_send(struct nbd_conn *c)
 		if (k < 0) {
 			if (errno == EINTR)
 				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
+			/* ENOBUFS/ENOMEM: the kernel is short of memory (it may be
+			 * swapping into this very export): wait and try again, as
+			 * for a full socket, rather than fail the device */
+			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS ||
+			    errno == ENOMEM)
 				return 0;
 			c->srv->st.io_errors++;
 			nbd_close(c, strerror(errno));
@@ -1438,7 +1442,8 @@ static void nbd_read_input(struct nbd_conn *c)
 	}
 	k = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
 	if (k < 0) {
-		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ENOBUFS &&
+		    errno != ENOMEM) {
 			c->srv->st.io_errors++;
 			nbd_close(c, strerror(errno));
 		}

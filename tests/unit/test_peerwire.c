@@ -296,7 +296,7 @@ static void test_bad_bytes(void **state)
 
 static void test_bad_op(void **state)
 {
-	static const int ops[] = { RAMSTER__PEER__OP__P_NONE, 10, 1000, -1 };
+	static const int ops[] = { RAMSTER__PEER__OP__P_NONE, 99, 1000, -1 };
 	struct pw_msg p;
 	size_t i;
 
@@ -305,6 +305,19 @@ static void test_bad_op(void **state)
 		p.m.op = ops[i];
 		pw_expect_bad(&p, 0, "unknown op");
 	}
+}
+
+/* P_ECHO: a payload up to a page, no page message. */
+static void test_echo(void **state)
+{
+	struct pw_msg p;
+
+	pw_valid(&p, RAMSTER__PEER__OP__P_GET);
+	p.m.op = RAMSTER__PEER__OP__P_ECHO;
+	p.m.page = NULL;
+	pw_expect_ok(&p, 4096);
+	pw_expect_ok(&p, 0);
+	pw_expect_bad(&p, 4097, "payload too long");
 }
 
 static void test_bad_hello(void **state)
@@ -552,6 +565,7 @@ int main(void)
 		cmocka_unit_test(test_field_zero),
 		cmocka_unit_test(test_bad_bytes),
 		cmocka_unit_test(test_bad_op),
+	cmocka_unit_test(test_echo),
 		cmocka_unit_test(test_bad_hello),
 		cmocka_unit_test(test_bad_auth),
 		cmocka_unit_test(test_bad_heartbeat),

@@ -83,6 +83,8 @@ if "$hog" "$hog_mb"; then
 else
 	echo "FAIL - memhog"
 	rc=1
+	for n in n1 n2; do echo "# $n.log:"; tail -n 15 "$dir/$n.log" | sed 's/^/#   /'; done
+	dmesg | grep -iE 'nbd|oom|killed|block' | tail -n 15 | sed 's/^/# dmesg: /'
 fi
 echo "# swap used at the end: $(awk '/nbd0/ {print $4}' /proc/swaps) KiB; vmstat: $(grep -E '^pswp(in|out)' /proc/vmstat | tr '\n' ' ')"
 for n in n1 n2; do
