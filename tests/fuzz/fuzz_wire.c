@@ -79,8 +79,11 @@ static void fuzz_walk_request(const struct wire_hdr *h, const Ramster__Request *
 	fuzz_assert(req->uuid.len == 0 || req->uuid.len == 16);
 	if (req->op == RAMSTER__OP__OP_PUT)
 		fuzz_assert(h->payload_len == req->n_items * WIRE_PAGE_SIZE);
+	else if (req->op == RAMSTER__OP__OP_PING)
+		fuzz_assert(h->payload_len == WIRE_PAGE_SIZE);
 	else
 		fuzz_assert(h->payload_len == 0);
+	fuzz_assert(req->node == 0 || req->op == RAMSTER__OP__OP_PING);
 	for (i = 0; i < req->uuid.len; i++)
 		sum += req->uuid.data[i];
 	for (i = 0; i < req->n_items; i++)
