@@ -68,6 +68,8 @@ case $script in
 	;;
 esac
 
+echo "$root" > "$io/root" # init binds it back if it lives under /tmp or /run
+
 # the command the guest runs, in the chroot: environment, cwd, script, args
 {
 	echo 'export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
