@@ -56,6 +56,7 @@ struct client {
 	bool pers;
 	unsigned pending;         /* remote gets outstanding */
 	int ping_result;          /* PING through a peer: its outcome */
+	ev_tstamp partial_since;  /* a frame has been arriving since then (0: none) */
 	size_t next_item;         /* PUT: the item to try next */
 	ev_tstamp wait_start;     /* PUT: when it began to wait for room */
 	void *room;               /* PUT: the wait token */
@@ -72,6 +73,8 @@ struct client {
 struct client_listener {
 	ev_io io;	/* first */
 	ev_timer retry; /* resumes accepting after a pause */
+	ev_timer sweep; /* closes connections whose frame never finishes */
+	ev_tstamp frame_timeout; /* s; $RAMSTER_FRAME_TIMEOUT_MS, default 30 s */
 	const struct client_env *env;
 	int fd;
 	dev_t dev; /* the socket file we made, to unlink only ours */
@@ -916,8 +919,35 @@ static int client_process(struct client *c)
 		memmove(c->in, c->in + pos, c->in_len - pos);
 		c->in_len -= pos;
 	}
+	/* a frame still arriving: time it (client_sweep_cb closes it when it
+	 * takes longer than frame_timeout; a finished frame restarts the clock) */
+	if (c->in_len && c->out_off == c->out_len) {
+		if (!c->partial_since || pos)
+			c->partial_since = ev_now(c->l->env->loop);
+	} else {
+		c->partial_since = 0;
+	}
 	client_watch(c, c->out_off < c->out_len ? EV_WRITE : EV_READ);
 	return 0;
+}
+
+/* Close the connections whose frame has been arriving for longer than frame_timeout. */
+static void client_sweep_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct client_listener *l =
+	    (struct client_listener *)((char *)w - offsetof(struct client_listener, sweep));
+	struct client *c, *next;
+	ev_tstamp now = ev_now(loop);
+
+	for (c = l->clients; c; c = next) {
+		next = c->next;
+		if (c->busy || !c->partial_since || now - c->partial_since < l->frame_timeout)
+			continue;
+		l->env->stats->frame_timeouts++;
+		log_warn("client %llu: a frame incomplete for %.0f s (%zu bytes): closing",
+			 (unsigned long long)c->id, now - c->partial_since, c->in_len);
+		client_close(c, "frame timeout");
+	}
 }
 
 static void client_read(struct client *c)
@@ -1179,6 +1209,14 @@ int client_listen(const struct client_env *env, struct client_listener **out, ch
 	ev_io_start(env->loop, &l->io);
 	ev_timer_init(&l->retry, client_retry_cb, CLIENT_ACCEPT_PAUSE, 0.);
 	l->last_warn = -CLIENT_WARN_EVERY;
+	{
+		const char *v = getenv("RAMSTER_FRAME_TIMEOUT_MS");
+		long ms = v && *v ? strtol(v, NULL, 10) : 30000;
+
+		l->frame_timeout = (ms > 0 ? ms : 30000) / 1000.0;
+	}
+	ev_timer_init(&l->sweep, client_sweep_cb, l->frame_timeout / 4, l->frame_timeout / 4);
+	ev_timer_start(env->loop, &l->sweep);
 	*out = l;
 	return 0;
 
@@ -1201,6 +1239,7 @@ void client_listener_close(struct client_listener *l)
 		client_close(l->clients, "node stopping");
 	ev_io_stop(l->env->loop, &l->io);
 	ev_timer_stop(l->env->loop, &l->retry);
+	ev_timer_stop(l->env->loop, &l->sweep);
 	close(l->fd);
 	if (!lstat(l->env->socket_path, &st) && st.st_dev == l->dev && st.st_ino == l->ino)
 		unlink(l->env->socket_path);

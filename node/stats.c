@@ -66,6 +66,8 @@ void stats_foreach(const struct node_stats *s, const struct pools *p, struct zca
 	fn(arg, "node_clients_total", s->clients_total, "client connections accepted");
 	fn(arg, "node_connections_closed", s->connections_closed, "client connections closed");
 	fn(arg, "node_bad_frames", s->bad_frames, "frames that failed to decode");
+	fn(arg, "node_frame_timeouts", s->frame_timeouts,
+	   "connections closed: a frame never finished arriving");
 	fn(arg, "node_io_errors", s->io_errors, "connections closed on a socket error");
 	fn(arg, "node_oom_closes", s->oom_closes, "connections closed for want of memory");
 	fn(arg, "node_accept_errors", s->accept_errors, "failed accepts");

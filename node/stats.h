@@ -21,6 +21,7 @@ struct node_stats {
 	uint64_t clients_total;	      /* connections accepted since start */
 	uint64_t connections_closed;  /* connections closed, for any reason */
 	uint64_t bad_frames;	      /* frames that failed to decode (connection closed) */
+	uint64_t frame_timeouts;      /* connections closed: a frame never finished arriving */
 	uint64_t io_errors;	      /* connections closed on a read/write error */
 	uint64_t oom_closes;	      /* connections closed for want of memory */
 	uint64_t accept_errors;	      /* accept() failures (EMFILE, ...) */

@@ -755,6 +755,41 @@ static void test_frame_then_half(void **state)
 	assert_true(bad_frames_after(f, before) > before);
 }
 
+/*
+ * A frame that never finishes arriving (a header, then a trickle that
+ * stops) does not hold the node's buffer for ever: past the frame timeout
+ * the connection is closed and counted; idle clients are not touched.
+ */
+static int setup_short_timeout(void **state)
+{
+	int rc;
+
+	setenv("RAMSTER_FRAME_TIMEOUT_MS", "600", 1);
+	rc = setup(state);
+	unsetenv("RAMSTER_FRAME_TIMEOUT_MS");
+	return rc;
+}
+
+static void test_frame_timeout(void **state)
+{
+	struct fix *f = *state;
+	/* magic "RMST", version 1, a request, msg_len 1000, no payload; then 10 of the 1000 */
+	static const uint8_t hdr[16 + 10] = { 'R', 'M', 'S', 'T', 1, 1, 0, 0, 0xe8, 0x03, 0, 0 };
+	uint64_t t0, n = 0;
+	int fd = raw_connect(&f->h);
+
+	assert_true(fd >= 0);
+	raw_send(fd, hdr, sizeof(hdr));
+	t0 = harness_now_ms();
+	assert_true(raw_wait_closed(fd));
+	assert_true(harness_now_ms() - t0 >= 500); /* not before the timeout */
+	close(fd);
+	assert_int_equal(harness_stat(f->good, "node_frame_timeouts", &n), 0);
+	assert_int_equal(n, 1);
+	good_client_works(f); /* connected all along, idle: untouched */
+	assert_true(harness_alive(&f->h));
+}
+
 /* The same, but the client just goes away (close, not shutdown). */
 static void test_frame_then_half_close(void **state)
 {
@@ -837,6 +872,7 @@ int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_frame_timeout, setup_short_timeout, teardown),
 		T(test_valid_frames_accepted),
 		T(test_refused_request_not_bad),
 		T(test_garbage),
