@@ -644,26 +644,61 @@ static void copy_str(char *dst, size_t cap, const char *src)
 	snprintf(dst, cap, "%s", src ? src : "");
 }
 
+/*
+ * An admin listing: run op, and allocate *arr with the response's count of
+ * elem-byte entries (zeroed; NULL for none). On success the caller fills
+ * *arr from *rsp and frees *rsp. @return 0 or -errno.
+ */
+static int ramster_list(ramster *r, Ramster__Op op, size_t (*count)(const Ramster__Response *),
+			size_t elem, Ramster__Response **rsp, void **arr, size_t *n)
+{
+	int err;
+
+	*arr = NULL;
+	err = ramster_admin(r, op, rsp);
+	if (err)
+		return err;
+	*n = count(*rsp);
+	if (*n) {
+		*arr = calloc(*n, elem);
+		if (!*arr) {
+			ramster__response__free_unpacked(*rsp, NULL);
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+static size_t count_peers(const Ramster__Response *rsp)
+{
+	return rsp->n_peers;
+}
+
+static size_t count_exports(const Ramster__Response *rsp)
+{
+	return rsp->n_exports;
+}
+
+static size_t count_pools(const Ramster__Response *rsp)
+{
+	return rsp->n_pools;
+}
+
 int ramster_peers(ramster *r, struct ramster_peer_info **out, size_t *n)
 {
 	Ramster__Response *rsp;
-	struct ramster_peer_info *p = NULL;
-	size_t i;
+	struct ramster_peer_info *p;
+	size_t i, cnt;
+	void *arr;
 	int err;
 
 	if (!out || !n)
 		return -EINVAL;
-	err = ramster_admin(r, RAMSTER__OP__OP_PEERS, &rsp);
+	err = ramster_list(r, RAMSTER__OP__OP_PEERS, count_peers, sizeof(*p), &rsp, &arr, &cnt);
 	if (err)
 		return err;
-	if (rsp->n_peers) {
-		p = calloc(rsp->n_peers, sizeof(*p));
-		if (!p) {
-			ramster__response__free_unpacked(rsp, NULL);
-			return -ENOMEM;
-		}
-	}
-	for (i = 0; i < rsp->n_peers; i++) {
+	p = arr;
+	for (i = 0; i < cnt; i++) {
 		const Ramster__PeerInfo *pi = rsp->peers[i];
 
 		p[i].id = pi->id;
@@ -683,7 +718,7 @@ int ramster_peers(ramster *r, struct ramster_peer_info **out, size_t *n)
 		p[i].deaths = pi->deaths;
 	}
 	*out = p;
-	*n = rsp->n_peers;
+	*n = cnt;
 	ramster__response__free_unpacked(rsp, NULL);
 	return 0;
 }
@@ -691,23 +726,18 @@ int ramster_peers(ramster *r, struct ramster_peer_info **out, size_t *n)
 int ramster_exports(ramster *r, struct ramster_export_info **out, size_t *n)
 {
 	Ramster__Response *rsp;
-	struct ramster_export_info *p = NULL;
-	size_t i;
+	struct ramster_export_info *p;
+	size_t i, cnt;
+	void *arr;
 	int err;
 
 	if (!out || !n)
 		return -EINVAL;
-	err = ramster_admin(r, RAMSTER__OP__OP_EXPORTS, &rsp);
+	err = ramster_list(r, RAMSTER__OP__OP_EXPORTS, count_exports, sizeof(*p), &rsp, &arr, &cnt);
 	if (err)
 		return err;
-	if (rsp->n_exports) {
-		p = calloc(rsp->n_exports, sizeof(*p));
-		if (!p) {
-			ramster__response__free_unpacked(rsp, NULL);
-			return -ENOMEM;
-		}
-	}
-	for (i = 0; i < rsp->n_exports; i++) {
+	p = arr;
+	for (i = 0; i < cnt; i++) {
 		const Ramster__ExportInfo *ei = rsp->exports[i];
 
 		copy_str(p[i].name, sizeof(p[i].name), ei->name);
@@ -721,7 +751,7 @@ int ramster_exports(ramster *r, struct ramster_export_info **out, size_t *n)
 		p[i].errors = ei->errors;
 	}
 	*out = p;
-	*n = rsp->n_exports;
+	*n = cnt;
 	ramster__response__free_unpacked(rsp, NULL);
 	return 0;
 }
@@ -729,23 +759,18 @@ int ramster_exports(ramster *r, struct ramster_export_info **out, size_t *n)
 int ramster_pools(ramster *r, struct ramster_pool_info **out, size_t *n)
 {
 	Ramster__Response *rsp;
-	struct ramster_pool_info *p = NULL;
-	size_t i;
+	struct ramster_pool_info *p;
+	size_t i, cnt;
+	void *arr;
 	int err;
 
 	if (!out || !n)
 		return -EINVAL;
-	err = ramster_admin(r, RAMSTER__OP__OP_POOLS, &rsp);
+	err = ramster_list(r, RAMSTER__OP__OP_POOLS, count_pools, sizeof(*p), &rsp, &arr, &cnt);
 	if (err)
 		return err;
-	if (rsp->n_pools) {
-		p = calloc(rsp->n_pools, sizeof(*p));
-		if (!p) {
-			ramster__response__free_unpacked(rsp, NULL);
-			return -ENOMEM;
-		}
-	}
-	for (i = 0; i < rsp->n_pools; i++) {
+	p = arr;
+	for (i = 0; i < cnt; i++) {
 		const Ramster__PoolInfo *pi = rsp->pools[i];
 
 		p[i].id = pi->id;
@@ -758,7 +783,7 @@ int ramster_pools(ramster *r, struct ramster_pool_info **out, size_t *n)
 		p[i].pages = pi->pages;
 	}
 	*out = p;
-	*n = rsp->n_pools;
+	*n = cnt;
 	ramster__response__free_unpacked(rsp, NULL);
 	return 0;
 }
