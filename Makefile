@@ -138,13 +138,22 @@ unit: $(UNIT_BIN)
 integration: all $(INTEG_BIN)
 	@RAMSTER_BIN=$(BUILD)/bin tests/run-tests $(INTEG_BIN) $(wildcard tests/integration/test_*.sh)
 
+# make check also runs the VM tests (tests/vm/, docs/vm.md) when qemu can run
+# here; check-vm.sh says "check-vm: SKIP: why" when it cannot. CHECK_VM=0 leaves
+# them out (make asan does: the guest runs the plain build's binaries).
+CHECK_VM ?= 1
 check: all unit integration
+ifneq ($(CHECK_VM),0)
+	@$(MAKE) --no-print-directory BUILD=$(BUILD) check-vm
+else
+	@echo "check: VM tests left out (CHECK_VM=0)"
+endif
 
 # ---- sanitizers: the whole suite again, in its own build tree ---------------
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -g" \
 	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	  RAMSTER_SLOW=$${RAMSTER_SLOW:-0} check
+	  RAMSTER_SLOW=$${RAMSTER_SLOW:-0} CHECK_VM=0 check
 
 # ---- fuzzing (clang libFuzzer) ----------------------------------------------
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)

@@ -1,0 +1,134 @@
+#!/bin/sh
+# VM test: the guest kernel swaps into ramster. Two ramsterd nodes on the
+# guest's loopback form a collective; node 1 serves an NBD export; the
+# kernel's nbd client attaches it (nbd-client, over the Unix socket), mkswap +
+# swapon; memhog, confined to a memory cgroup far smaller than what it
+# writes, fills and re-reads known data and checks every byte; ramsterctl
+# shows the pages that went through.
+#
+# Why a cgroup and not a guest smaller than the data: the daemons that take
+# the swap live in this same guest. With the whole guest short of memory
+# they stall for it (they allocate to store what the kernel is evicting)
+# until the kernel's NBD timeout fails the device. Limiting the workload's
+# cgroup (memory.max) makes the kernel reclaim and swap exactly that
+# workload's pages, the way Fastswap and Infiniswap are evaluated, while the
+# daemons (outside the cgroup, mlockall'ed) always find memory.
+# vm-mem: 512
+# vm-timeout: 900
+bin=${RAMSTER_BIN:-build/bin}
+hog=${RAMSTER_MEMHOG:-$bin/../tests/vm/memhog}
+hog_mb=${RAMSTER_HOG_MB:-256}
+limit_mb=${RAMSTER_HOG_LIMIT_MB:-64}
+
+[ "${RAMSTER_VM:-}" = 1 ] || { echo "runs inside the VM: tests/vm/run-vm.sh --mem 512 $0" >&2; exit 1; }
+for f in "$bin/ramsterd" "$bin/ramsterctl" "$hog"; do
+	[ -x "$f" ] || { echo "FAIL - $f not built"; exit 1; }
+done
+[ -b /dev/nbd0 ] || { echo "FAIL - no /dev/nbd0 (nbd.ko not loaded)"; exit 1; }
+command -v nbd-client >/dev/null || { echo "FAIL - nbd-client not installed (tools/deps-vm.sh)"; exit 1; }
+
+# The workload's memory cgroup: memory.max = limit_mb, swap unlimited.
+cg=/sys/fs/cgroup
+[ -f $cg/cgroup.controllers ] || mount -t cgroup2 none $cg ||
+	{ echo "FAIL - cannot mount cgroup2"; exit 1; }
+grep -qw memory $cg/cgroup.controllers || { echo "FAIL - no memory controller"; exit 1; }
+echo +memory > $cg/cgroup.subtree_control
+mkdir -p $cg/hog && echo $((limit_mb * 1024 * 1024)) > $cg/hog/memory.max ||
+	{ echo "FAIL - cannot make the hog cgroup"; exit 1; }
+
+dir=$(mktemp -d /tmp/swap-test.XXXXXX)
+pids=""
+cleanup() {
+	swapoff /dev/nbd0 2>/dev/null
+	nbd-client -d /dev/nbd0 >/dev/null 2>&1
+	for p in $pids; do kill -TERM "$p" 2>/dev/null; done
+	sleep 0.5
+}
+trap cleanup EXIT
+ip link set lo up
+
+"$bin/ramsterctl" genkey > "$dir/key" && chmod 600 "$dir/key"
+cat > "$dir/conf" <<CONF
+[cluster]
+name = swaptest
+secret_file = $dir/key
+heartbeat_ms = 200
+dead_after_ms = 5000
+
+[node n1]
+id = 1
+address = 127.0.0.1:7481
+socket = $dir/n1.sock
+nbd_socket = $dir/nbd.sock
+local_mb = 8
+donate_mb = 8
+
+[node n2]
+id = 2
+address = 127.0.0.2:7482
+socket = $dir/n2.sock
+local_mb = 64
+donate_mb = 256
+
+[export swap0]
+size = 1G
+CONF
+
+for n in n1 n2; do
+	"$bin/ramsterd" --config "$dir/conf" --node $n --log-level notice 2> "$dir/$n.log" &
+	pids="$pids $!"
+done
+i=0
+until "$bin/ramsterctl" --socket "$dir/n1.sock" peers 2>/dev/null | grep -q ' up '; do
+	i=$((i + 1))
+	[ $i -gt 300 ] && { echo "FAIL - the collective did not come up"; cat "$dir"/*.log; exit 1; }
+	sleep 0.1
+done
+echo "ok   - collective up"
+
+nbd-client -N swap0 -u "$dir/nbd.sock" /dev/nbd0 -b 4096 -s -t 60 ||
+	{ echo "FAIL - nbd-client could not attach"; cat "$dir/n1.log"; exit 1; }
+echo "ok   - nbd-client attached swap0 as /dev/nbd0 ($(cat /sys/block/nbd0/size) sectors)"
+# --discard: the kernel TRIMs freed swap slots, and ramster flushes their pages
+mkswap /dev/nbd0 >/dev/null && swapon --discard /dev/nbd0 || { echo "FAIL - mkswap/swapon"; exit 1; }
+echo "ok   - swapon: $(grep nbd0 /proc/swaps)"
+grep -E 'MemTotal|SwapTotal' /proc/meminfo | tr -s ' ' | tr '\n' ' '; echo
+
+start=$(cut -d. -f1 /proc/uptime)
+# the hog joins the cgroup itself (sh -c: write $$, then exec), so nothing else is confined
+if sh -c "echo \$\$ > $cg/hog/cgroup.procs && exec \"$hog\" $hog_mb"; then
+	echo "ok   - memhog $hog_mb MiB in a $limit_mb MiB cgroup verified ($(( $(cut -d. -f1 /proc/uptime) - start )) s)"
+	rc=0
+else
+	echo "FAIL - memhog"
+	rc=1
+	for n in n1 n2; do echo "# $n.log:"; tail -n 15 "$dir/$n.log" | sed 's/^/#   /'; done
+	dmesg | grep -iE 'nbd|oom|killed|block' | tail -n 15 | sed 's/^/# dmesg: /'
+fi
+echo "# hog cgroup: $(grep -E '^(pswpin|pswpout|pgmajfault) ' $cg/hog/memory.stat 2>/dev/null | tr '\n' ' ') max $(cat $cg/hog/memory.peak 2>/dev/null) events $(tr '\n' ' ' < $cg/hog/memory.events)"
+echo "# swap used at the end: $(awk '/nbd0/ {print $4}' /proc/swaps) KiB; vmstat: $(grep -E '^pswp(in|out)' /proc/vmstat | tr '\n' ' ')"
+for n in n1 n2; do
+	echo "# ramsterctl stats ($n)"
+	"$bin/ramsterctl" --socket "$dir/$n.sock" stats |
+		grep -E '^(tmem_(puts|gets|hits|pages)|tier_(stored_pages|zero_pages|remote_pages|remotified|repatriated)|foreign_pages|nbd_[a-z_]*(reads|writes|errors)) ' | sed 's/^/#   /'
+done
+"$bin/ramsterctl" --socket "$dir/n1.sock" exports 2>/dev/null | sed 's/^/#   /'
+stat() { "$bin/ramsterctl" --socket "$dir/$1.sock" stats | awk -v k="$2" '$1 == k {print $2}'; }
+puts=$(stat n1 tmem_puts)
+out=$(awk '$1 == "pswpout" {print $2}' /proc/vmstat)
+[ "${puts:-0}" -ge "$(( (hog_mb - limit_mb) * 256 ))" ] && [ "${puts:-0}" -ge "${out:-1}" ] &&
+	echo "ok   - $puts pages went through ramster (the kernel swapped out $out)" ||
+	{ echo "FAIL - the swap did not go through ramster (tmem_puts ${puts:-0}, pswpout ${out:-0})"; rc=1; }
+remote=$(stat n1 tier_remotified)
+[ "${remote:-0}" -gt 0 ] && echo "ok   - $remote of them remotified to n2 and $(stat n1 tier_repatriated) repatriated" ||
+	{ echo "FAIL - nothing went to the peer"; rc=1; }
+# The hog is gone: its slots were freed, and the kernel TRIMs whole free swap
+# clusters (256 slots), so ramster lets go of nearly all their pages; what
+# stays sits in clusters that still hold a live slot or await their discard.
+i=0
+while [ "$(stat n1 tmem_pages)" -gt $((puts / 10)) ] && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.2; done
+left=$(stat n1 tmem_pages)
+[ "${left:-$puts}" -le $((puts / 10)) ] &&
+	echo "ok   - after the hog exited, $left of $puts pages left in ramster (discard flushed the rest)" ||
+	{ echo "FAIL - $left of $puts pages still in ramster after the hog exited (discard)"; rc=1; }
+exit $rc
