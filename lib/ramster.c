@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "proto/wire.h"
@@ -40,6 +41,7 @@ struct ramster {
 	Ramster__Item items[RAMSTER_BATCH_MAX];
 	Ramster__Item *item_ptrs[RAMSTER_BATCH_MAX];
 	struct iovec iov[2 + RAMSTER_BATCH_MAX]; /* header, message, pages */
+	uint64_t poll_ns; /* poll this long for a reply before sleeping (RAMSTER_POLL_US) */
 };
 
 /* ---- connection ------------------------------------------------------------------ */
@@ -124,6 +126,45 @@ static int ramster_recv(int fd, void *buf, size_t len)
 	return ramster_recv_all(fd, &iov, 1);
 }
 
+static uint64_t ramster_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Busy-poll for the reply's first bytes for up to r->poll_ns, so that a
+ * quick reply is taken without this thread sleeping and being woken (on a
+ * VM, a wake-up can cost more than the request). Then the blocking receive.
+ */
+static void ramster_poll_reply(ramster *r)
+{
+	struct pollfd p = {.fd = r->fd, .events = POLLIN};
+	uint64_t t0 = ramster_now_ns();
+
+	do
+		if (poll(&p, 1, 0) != 0)
+			return;
+	while (ramster_now_ns() - t0 < r->poll_ns);
+}
+
+/* RAMSTER_POLL_US: microseconds a call polls for its reply before sleeping (default 0). */
+static uint64_t ramster_env_poll_ns(void)
+{
+	const char *v = secure_getenv("RAMSTER_POLL_US");
+	char *end;
+	unsigned long us;
+
+	if (!v || !*v)
+		return 0;
+	us = strtoul(v, &end, 10);
+	if (*end || us > 10000)
+		return 0; /* not a number of microseconds up to 10 ms: off */
+	return (uint64_t)us * 1000;
+}
+
 /* Make *buf hold need bytes. @return 0 or -ENOMEM (then *buf is unchanged). */
 static int ramster_reserve(uint8_t **buf, size_t *cap, size_t need)
 {
@@ -191,6 +232,8 @@ static int ramster_call(ramster *r, Ramster__Request *req, struct ramster_iov *v
 	if (err)
 		goto broken;
 
+	if (r->poll_ns)
+		ramster_poll_reply(r);
 	err = ramster_recv(r->fd, r->hdr, WIRE_HDR_SIZE);
 	if (err)
 		goto broken;
@@ -347,6 +390,7 @@ ramster *ramster_open(const char *socket_path)
 	err = ramster_connect(r->fd, &sa);
 	if (err)
 		goto close_fd;
+	r->poll_ns = ramster_env_poll_ns();
 	return r;
 
 close_fd:

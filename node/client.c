@@ -18,6 +18,7 @@
 
 #include "node/client.h"
 #include "node/log.h"
+#include "node/spin.h"
 #include "proto/wire.h"
 #include "ramster.h"
 
@@ -330,6 +331,17 @@ static int client_do_stats(struct client *c, Ramster__Response *rsp)
 		remote_foreach_stat(env->remote, client_stat_add, &sl);
 	if (env->nbd)
 		nbd_foreach_stat(env->nbd, client_stat_add, &sl);
+	if (env->spin) {
+		struct spin_stats ss;
+
+		spin_get_stats(env->spin, &ss);
+		client_stat_add(&sl, "loop_busy_polls", ss.polls,
+				"times the loop polled before sleeping (busy_poll_us)");
+		client_stat_add(&sl, "loop_busy_poll_hits", ss.hits,
+				"... and found work without sleeping");
+		client_stat_add(&sl, "loop_busy_poll_us", ss.spun_us,
+				"microseconds spent busy polling");
+	}
 	if (!sl.err && sl.n) {
 		ptrs = malloc(sl.n * sizeof(*ptrs));
 		if (!ptrs)

@@ -32,6 +32,7 @@ struct client_env {
 	uint64_t local_mb;
 	struct remote *remote;   /* the collective, or NULL for a single node */
 	struct nbd *nbd;         /* the NBD frontend, or NULL when no export is configured */
+	struct spin *spin;       /* the loop's busy polling (its counters), or NULL */
 };
 
 struct client_listener;

@@ -440,6 +440,11 @@ static int node_nbd_listen(struct config_parse *p, const char *key, const char *
 	return config_string(p, key, v, p->node->nbd_listen, CONFIG_NAME_MAX, CONFIG_NAME_MAX);
 }
 
+static int node_busy_poll(struct config_parse *p, const char *key, const char *v)
+{
+	return config_number(p, key, v, 0, CONFIG_BUSY_POLL_MAX_US, &p->node->busy_poll_us);
+}
+
 /* ---- [export NAME] ------------------------------------------------------------ */
 
 static int export_size(struct config_parse *p, const char *key, const char *v)
@@ -493,6 +498,7 @@ static const struct config_key node_keys[] = {
     {"donate_mb", node_donate_mb},
     {"nbd_socket", node_nbd_socket},
     {"nbd_listen", node_nbd_listen},
+    {"busy_poll_us", node_busy_poll},
     {NULL, NULL},
 };
 
@@ -507,6 +513,7 @@ static void config_node_defaults(struct config_node *n)
 	memset(n, 0, sizeof(*n));
 	n->transport = TRANSPORT_TCP;
 	n->local_mb = CONFIG_DEFAULT_LOCAL_MB;
+	n->busy_poll_us = CONFIG_DEFAULT_BUSY_POLL_US;
 }
 
 /* Open the section named by a header's text (between the brackets). */

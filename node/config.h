@@ -22,6 +22,9 @@
 #define CONFIG_EXPORTS_MAX 64
 #define CONFIG_ERR_MAX 512
 
+#define CONFIG_DEFAULT_BUSY_POLL_US 50 /* node/spin.h */
+#define CONFIG_BUSY_POLL_MAX_US	    10000
+
 enum config_transport { TRANSPORT_TCP = 0, TRANSPORT_RDMA = 1, TRANSPORT_AUTO = 2 };
 
 struct config_node {
@@ -35,6 +38,7 @@ struct config_node {
 	uint64_t donate_mb;             /* RAM lent to peers' pages */
 	char nbd_socket[CONFIG_PATH_MAX];
 	char nbd_listen[CONFIG_NAME_MAX];
+	uint64_t busy_poll_us;          /* the loop polls this long before sleeping (0 = off) */
 	int line;                       /* where the section starts */
 };
 

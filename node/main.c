@@ -27,6 +27,7 @@
 #include "node/log.h"
 #include "node/nbd.h"
 #include "node/pools.h"
+#include "node/spin.h"
 #include "node/stats.h"
 #include "tmem/zcache.h"
 
@@ -165,13 +166,14 @@ struct main_node {
 	struct remote *remote; /* the collective, or NULL */
 	struct client_listener *listener;
 	struct nbd *nbd; /* the NBD frontend, or NULL without exports */
+	struct spin *spin; /* the loop's busy polling */
 	struct client_env env;
 };
 
 static void main_stop_cb(struct ev_loop *loop, ev_signal *w, int revents)
 {
 	log_notice("%s received, stopping", w->signum == SIGTERM ? "SIGTERM" : "SIGINT");
-	ev_break(loop, EVBREAK_ALL);
+	spin_break(ev_userdata(loop)); /* the loop's driver (spin_create) */
 }
 
 static void main_hup_cb(struct ev_loop *loop, ev_signal *w, int revents)
@@ -216,6 +218,7 @@ int main(int argc, char **argv)
 	struct main_node n = {0};
 	char err[CONFIG_ERR_MAX], name[CONFIG_NAME_MAX], config_abs[PATH_MAX];
 	const char *socket_path, *config_shown = "";
+	unsigned long busy_us;
 	int status = 1;
 
 	main_parse_args(argc, argv, &o);
@@ -336,13 +339,35 @@ int main(int argc, char **argv)
 	ev_signal_start(n.loop, &n.sigint);
 	ev_signal_start(n.loop, &n.sighup);
 
+	busy_us = self ? self->busy_poll_us : CONFIG_DEFAULT_BUSY_POLL_US;
+	if (getenv("RAMSTER_BUSY_POLL_US") && *getenv("RAMSTER_BUSY_POLL_US")) {
+		char *end;
+		unsigned long v = strtoul(getenv("RAMSTER_BUSY_POLL_US"), &end, 10);
+
+		if (*end || v > CONFIG_BUSY_POLL_MAX_US) {
+			log_error("RAMSTER_BUSY_POLL_US: not a number of microseconds 0..%u",
+				  CONFIG_BUSY_POLL_MAX_US);
+			goto stop_signals;
+		}
+		busy_us = v;
+	}
+	n.spin = spin_create(n.loop, (unsigned)busy_us);
+	if (!n.spin) {
+		log_error("cannot start the loop's busy polling: %s", strerror(ENOMEM));
+		goto stop_signals;
+	}
+	n.env.spin = n.spin;
+
 	log_notice("ramsterd %s node %s listening on %s (local_mb %llu)", RAMSTER_VERSION, name,
 		   socket_path, (unsigned long long)zc.local_mb);
 
-	ev_run(n.loop, 0);
+	spin_run(n.spin);
 
 	/* ---- stop, in reverse ---- */
 	status = 0;
+	n.env.spin = NULL;
+	spin_destroy(n.spin);
+stop_signals:
 	ev_signal_stop(n.loop, &n.sighup);
 	ev_signal_stop(n.loop, &n.sigint);
 	ev_signal_stop(n.loop, &n.sigterm);

@@ -124,9 +124,11 @@ static void test_single_node_full(void **state)
 			      "donate_mb=64\n"
 			      "transport = rdma\n"
 			      "nbd_socket = /run/r/nbd.sock\n"
-			      "nbd_listen = 0.0.0.0:10809\n"),
+			      "nbd_listen = 0.0.0.0:10809\n"
+			      "busy_poll_us = 0\n"),
 			 0);
 	n = config_find_node(&cfg, "box");
+	assert_int_equal(n->busy_poll_us, 0);
 	assert_non_null(n);
 	assert_string_equal(n->socket, "/run/r/box.sock");
 	assert_int_equal(n->local_mb, 1024);
@@ -399,6 +401,12 @@ static void test_err_numbers(void **state)
 		     "heartbeat_ms: 5 is out of range (10..60000)");
 	teardown(NULL);
 	expect_error("[node a]\n\nlocal_mb = 0\n", 3, "local_mb: 0 is out of range");
+	teardown(NULL);
+	expect_error("[node a]\nbusy_poll_us = 10001\n", 2,
+		     "busy_poll_us: 10001 is out of range (0..10000)");
+	teardown(NULL);
+	assert_int_equal(load("[node a]\n"), 0);
+	assert_int_equal(config_find_node(&cfg, "a")->busy_poll_us, CONFIG_DEFAULT_BUSY_POLL_US);
 	teardown(NULL);
 	expect_error("[node a]\nlocal_mb = 12abc\n", 2, "local_mb: '12abc' is not a number");
 	teardown(NULL);

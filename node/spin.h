@@ -1,0 +1,46 @@
+/*
+ * spin.h - the node's event loop driver, with busy polling.
+ *
+ * On a machine where waking a sleeping thread costs more than the work of a
+ * request (a VM whose idle vCPU halts: tens of microseconds a wake-up), a
+ * request/reply exchange pays that cost at every hop. Like the kernel's
+ * SO_BUSY_POLL, the loop may poll for a short while before it sleeps: after
+ * it has handled events it keeps polling (non-blocking) for up to budget_us;
+ * the next request of a busy client, or the reply of a peer it just asked,
+ * is then taken without a sleep and a wake-up. Any work found starts a new
+ * budget; a budget spent without work puts the loop to sleep as before.
+ *
+ * The cost is bounded: budget_us of CPU for each wake-up after which nothing
+ * more comes (an idle node wakes only for its timers: a heartbeat every
+ * heartbeat_ms). budget_us = 0 is plain ev_run. Only the loop thread uses a
+ * spin; spin_break may be called from a callback of that loop.
+ */
+#ifndef RAMSTER_NODE_SPIN_H
+#define RAMSTER_NODE_SPIN_H
+
+#include <ev.h>
+#include <stdint.h>
+
+struct spin_stats {
+	uint64_t polls;	  /* budgets started (after a wake-up that did work) */
+	uint64_t hits;	  /* ... that found more work before the loop slept */
+	uint64_t spun_us; /* microseconds spent polling, in all */
+};
+
+struct spin;
+
+/* A driver for loop (budget_us 0: no polling). NULL on ENOMEM. */
+struct spin *spin_create(struct ev_loop *loop, unsigned budget_us);
+
+/* Run the loop until spin_break (or, with budget 0, until no watcher is active). */
+void spin_run(struct spin *s);
+
+/* Make spin_run return after the current callbacks (and ev_break the loop). */
+void spin_break(struct spin *s);
+
+/* Free (NULL is fine); not while spin_run runs. */
+void spin_destroy(struct spin *s);
+
+void spin_get_stats(const struct spin *s, struct spin_stats *st);
+
+#endif /* RAMSTER_NODE_SPIN_H */

@@ -1,0 +1,181 @@
+/*
+ * test_spin.c - the loop driver with busy polling (node/spin.c), on a real
+ * libev loop with a real pipe: a request/reply exchange with a thread whose
+ * next request comes soon after each reply is taken by polling (hits), a
+ * budget of 0 never polls, timers still fire while the loop polls, and
+ * spin_break stops spin_run from a callback.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <ev.h>
+
+#include "node/spin.h"
+
+#define ROUNDS 200
+
+struct ping {
+	int to_loop[2], to_peer[2];
+	ev_io io;
+	struct spin *s;
+	int seen;
+	int gap_us; /* the peer waits this long after a reply before its next request */
+};
+
+static void on_request(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct ping *p = w->data;
+	char c;
+
+	(void)revents;
+	if (read(p->to_loop[0], &c, 1) != 1)
+		return;
+	if (c == 'q') {
+		ev_io_stop(loop, w);
+		spin_break(p->s);
+		return;
+	}
+	p->seen++;
+	assert_int_equal(write(p->to_peer[1], &c, 1), 1);
+}
+
+static void *peer_main(void *arg)
+{
+	struct ping *p = arg;
+	int i;
+	char c = 'x';
+
+	for (i = 0; i < ROUNDS; i++) {
+		assert_int_equal(write(p->to_loop[1], &c, 1), 1);
+		assert_int_equal(read(p->to_peer[0], &c, 1), 1);
+		if (p->gap_us)
+			usleep((useconds_t)p->gap_us);
+	}
+	c = 'q';
+	assert_int_equal(write(p->to_loop[1], &c, 1), 1);
+	return NULL;
+}
+
+static struct spin_stats run_ping(unsigned budget_us, int gap_us)
+{
+	struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+	struct ping p = {.gap_us = gap_us};
+	struct spin_stats st;
+	pthread_t th;
+
+	assert_non_null(loop);
+	assert_int_equal(pipe(p.to_loop), 0);
+	assert_int_equal(pipe(p.to_peer), 0);
+	p.s = spin_create(loop, budget_us);
+	assert_non_null(p.s);
+	ev_io_init(&p.io, on_request, p.to_loop[0], EV_READ);
+	p.io.data = &p;
+	ev_io_start(loop, &p.io);
+	assert_int_equal(pthread_create(&th, NULL, peer_main, &p), 0);
+	spin_run(p.s); /* returns on 'q' (spin_break) */
+	pthread_join(th, NULL);
+	assert_int_equal(p.seen, ROUNDS);
+	spin_get_stats(p.s, &st);
+	spin_destroy(p.s);
+	ev_loop_destroy(loop);
+	close(p.to_loop[0]);
+	close(p.to_loop[1]);
+	close(p.to_peer[0]);
+	close(p.to_peer[1]);
+	return st;
+}
+
+/* A peer that asks again at once: most requests are found by polling. */
+static void test_quick_peer_hits(void **state)
+{
+	struct spin_stats st = run_ping(10000, 0);
+
+	(void)state;
+	assert_true(st.polls > 0);
+	assert_true(st.hits > ROUNDS / 2);
+	assert_true(st.hits <= st.polls);
+}
+
+/* A peer slower than the budget: the loop polls, finds nothing, sleeps. */
+static void test_slow_peer_sleeps(void **state)
+{
+	struct spin_stats st = run_ping(20, 5000);
+
+	(void)state;
+	assert_true(st.polls >= ROUNDS);
+	assert_true(st.hits < ROUNDS / 4);
+	/* each poll stopped near its budget: ~20 us, far below the 5 ms gap */
+	assert_true(st.spun_us < (uint64_t)st.polls * 2000);
+}
+
+/* Budget 0: plain ev_run, no polling at all. */
+static void test_zero_budget_never_polls(void **state)
+{
+	struct spin_stats st = run_ping(0, 0);
+
+	(void)state;
+	assert_int_equal(st.polls, 0);
+	assert_int_equal(st.hits, 0);
+	assert_int_equal(st.spun_us, 0);
+}
+
+struct tick {
+	struct spin *s;
+	int fired;
+	ev_timer t;
+};
+
+static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct tick *k = w->data;
+
+	(void)loop;
+	(void)revents;
+	if (++k->fired == 20)
+		spin_break(k->s);
+}
+
+/* Timers fire on time while the loop polls (every tick is work: a new budget). */
+static void test_timers_fire_while_polling(void **state)
+{
+	struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+	struct tick k = {0};
+	struct timespec a, b;
+	double took;
+
+	(void)state;
+	k.s = spin_create(loop, 10000); /* a budget longer than the period */
+	ev_timer_init(&k.t, on_tick, 0.001, 0.001);
+	k.t.data = &k;
+	ev_timer_start(loop, &k.t);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	spin_run(k.s);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	took = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+	assert_int_equal(k.fired, 20);
+	assert_true(took >= 0.019 && took < 2.0);
+	ev_timer_stop(loop, &k.t);
+	spin_destroy(k.s);
+	ev_loop_destroy(loop);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_quick_peer_hits),
+	    cmocka_unit_test(test_slow_peer_sleeps),
+	    cmocka_unit_test(test_zero_budget_never_polls),
+	    cmocka_unit_test(test_timers_fire_while_polling),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
