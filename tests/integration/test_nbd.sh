@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_nbd.sh - ramsterd's NBD frontend driven by clients we did not write
-# (libnbd's nbdinfo and nbdcopy, fio's nbd engine, qemu-img) plus raw bad
+# (libnbd's nbdinfo, nbdsh and nbdcopy, fio's nbd engine, qemu-img) plus raw bad
 # input (nbd_raw.py). Needs RAMSTER_BIN (the Makefile's integration target
 # sets it). Prints cmocka-like lines, so tests/run-tests counts them.
 set -u
@@ -95,6 +95,55 @@ EOF
 	[ "$(nbdinfo --size "$(uri disk)")" = $((512 << 20)) ]
 }
 run nbdinfo_handshake_list_size_blocksize t_info
+
+# nbdsh (python3-libnbd): libnbd's own view of the handshake, a write and
+# read at odd offsets, zeroes, trim, flush, and the errors the protocol
+# promises for out-of-range requests. nbdsh runs "python3 -m nbd": Debian's
+# python3 (with the nbd module) must come first on PATH, not a pyenv shim.
+t_nbdsh() {
+	PATH=/usr/bin:$PATH nbdsh -u "$(uri ram)" -c '
+import errno, os
+size = h.get_size()
+assert size == 1 << 30, size
+assert h.get_block_size(nbd.SIZE_MINIMUM) == 512
+assert h.get_block_size(nbd.SIZE_PREFERRED) == 4096
+assert h.can_flush() and h.can_fua() and h.can_trim() and h.can_zero()
+assert not h.is_read_only() and h.can_multi_conn() in (True, False)
+# compressible (the "ram" export has no backing file: random pages are refused)
+data = b"".join(b"nbdsh line %06d %s\n" % (i, os.urandom(4).hex().encode()) for i in range(600))
+data = data[:3 * 4096 + 1536]
+h.pwrite(data, 8192 + 512)                       # unaligned edges: read-modify-write
+assert h.pread(len(data), 8192 + 512) == data
+assert h.pread(512, 8192) == bytes(512)          # the edge before it still zeros
+h.pwrite(b"x" * 4096, 1 << 20, nbd.CMD_FLAG_FUA)
+h.zero(4096, 8192 + 4096)
+got = h.pread(len(data), 8192 + 512)
+assert got[:3584] == data[:3584] and got[3584:7680] == bytes(4096), "zeroed block"
+h.trim(1 << 20, 1 << 20)
+assert h.pread(4096, 1 << 20) == bytes(4096), "trimmed block reads zeros"
+h.flush()
+# out of range: libnbd checks bounds itself unless told not to; the server must too
+h.set_strict_mode(h.get_strict_mode() & ~nbd.STRICT_BOUNDS)
+for off, n in ((size - 512, 1024), (size, 512), ((1 << 62), 512)):
+    try:
+        h.pread(n, off)
+        raise AssertionError("read past the end at %d succeeded" % off)
+    except nbd.Error as e:
+        assert e.errnum in (errno.EINVAL, errno.ENOSPC), (off, e.errnum, e.string)
+    try:
+        h.pwrite(bytes(n), off)
+        raise AssertionError("write past the end at %d succeeded" % off)
+    except nbd.Error as e:
+        assert e.errnum in (errno.EINVAL, errno.ENOSPC), (off, e.errnum, e.string)
+assert h.pread(512, size - 512) is not None      # the last sector is fine
+print("nbdsh ok")
+'
+}
+if PATH=/usr/bin:$PATH command -v nbdsh >/dev/null && /usr/bin/python3 -c 'import nbd' 2>/dev/null; then
+	run nbdsh_handshake_io_errors t_nbdsh
+else
+	echo "[  SKIPPED ] nbdsh_handshake_io_errors: nbdsh missing (tools/deps.sh installs python3-libnbd)"
+fi
 
 # 256 MiB of mixed data: zeros, text, random, in 1 MiB runs
 python3 - "$T/mixed.img" <<'EOF'
