@@ -387,6 +387,9 @@ ramster *ramster_open(const char *socket_path)
 		err = -errno;
 		goto fini_arena;
 	}
+	/* room for a whole batch request: one send, no wake-ups in between */
+	(void)setsockopt(r->fd, SOL_SOCKET, SO_SNDBUF, &(int){RAMSTER_BATCH_MAX * 4096 + 65536},
+			 sizeof(int));
 	err = ramster_connect(r->fd, &sa);
 	if (err)
 		goto close_fd;
