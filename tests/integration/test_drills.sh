@@ -28,6 +28,7 @@ probe="rd-probe-$$"
 ip netns add "$probe" 2>/dev/null || skip_all "ip netns add does not work here"
 ip netns del "$probe" 2>/dev/null
 
+before=$(ip netns list | awk '{print $1}')
 for d in kill stop partition restart; do
 	echo "== drill $d"
 	start=$(date +%s)
@@ -40,10 +41,26 @@ for d in kill stop partition restart; do
 	*) echo "FAIL $d (exit $rc, ${took}s)"; failed=$((failed + 1)) ;;
 	esac
 done
-# nothing may be left behind
-if ip netns list | grep -q '^rd-[0-9]'; then
-	echo "FAIL leftovers: $(ip netns list | grep '^rd-[0-9]' | tr '\n' ' ')"
+# Nothing may be left behind: a namespace rd-PID-* whose drill process PID is
+# gone and that was not there before we started. (A drill that another run of
+# this suite has going at the same time - a sanitizer build, a second checkout -
+# is alive and not ours: it is neither counted nor removed.)
+ours_left() {
+	local ns pid
+	ip netns list | awk '{print $1}' | grep '^rd-[0-9]*-' | while read -r ns; do
+		grep -qx "$ns" <<<"$before" && continue
+		pid=${ns#rd-}
+		pid=${pid%%-*}
+		kill -0 "$pid" 2>/dev/null || echo "$ns"
+	done
+}
+left=$(ours_left)
+if [ -n "$left" ]; then
+	echo "FAIL leftovers: $(echo $left)"
 	failed=$((failed + 1))
-	"$drill" --cleanup >/dev/null
+	for ns in $left; do
+		ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
+		ip netns del "$ns" 2>/dev/null
+	done
 fi
 finish
