@@ -54,6 +54,9 @@ WIRE_OBJ   := $(call obj,$(WIRE_SRC))
 TRANS_OBJ  := $(call obj,$(TRANS_SRC))
 NODE_OBJ   := $(call obj,$(NODE_SRC))
 LIB_OBJ    := $(call obj,$(LIB_SRC))
+# the test and benchmark pages (tools/pagegen.c): linked into ramster-bench,
+# ramster-netbench and every integration test; not a program of its own
+PAGEGEN_OBJ := $(call obj,tools/pagegen.c)
 # the client library needs only the client protocol
 LIBWIRE_OBJ := $(call obj,proto/wire.c $(BUILD)/gen/proto/client.pb-c.c)
 
@@ -113,10 +116,10 @@ $(BUILD)/bin/ramsterd: $(call obj,node/main.c) $(BUILD)/lib/libnode.a $(BUILD)/l
 $(BUILD)/bin/ramsterctl: $(call obj,tools/ramsterctl.c) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
-$(BUILD)/bin/ramster-bench: $(call obj,tools/ramster-bench.c) $(BUILD)/lib/libramster.a $(BUILD)/lib/libtier.a
+$(BUILD)/bin/ramster-bench: $(call obj,tools/ramster-bench.c) $(PAGEGEN_OBJ) $(BUILD)/lib/libramster.a $(BUILD)/lib/libtier.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
-$(BUILD)/bin/ramster-netbench: $(call obj,tools/ramster-netbench.c) $(BUILD)/lib/libramster.a
+$(BUILD)/bin/ramster-netbench: $(call obj,tools/ramster-netbench.c) $(PAGEGEN_OBJ) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 $(BUILD)/bin/ramster-drill: $(call obj,tools/ramster-drill.c) $(BUILD)/lib/libramster.a
@@ -127,7 +130,7 @@ $(BUILD)/bin/ramster-drill: $(call obj,tools/ramster-drill.c) $(BUILD)/lib/libra
 $(BUILD)/tests/unit/%: $(call obj,tests/unit/%.c) $(BUILD)/lib/libnode.a $(BUILD)/lib/libtier.a $(BUILD)/lib/libwire.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(RDMA_LIBS) $(TEST_LIBS)
-$(BUILD)/tests/integration/%: $(call obj,tests/integration/%.c) $(call obj,tests/integration/harness.c) $(BUILD)/lib/libramster.a
+$(BUILD)/tests/integration/%: $(call obj,tests/integration/%.c) $(call obj,tests/integration/harness.c) $(PAGEGEN_OBJ) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
 .SECONDARY:

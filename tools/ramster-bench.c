@@ -24,6 +24,7 @@
 #include "tmem/compress.h"
 #include "tmem/tmem.h"
 #include "tmem/zcache.h"
+#include "tools/pagegen.h"
 
 #define PAGE 4096
 #define DISTINCT_MAX 16384 /* distinct pages kept in memory; page i is data[i % distinct] */
@@ -105,204 +106,19 @@ static double median(double *v, size_t n)
 	return quantile(v, n, 0.5);
 }
 
-/* ---- page generators (the same as tests/integration/harness.c) ------------------- */
+/* ---- page generators: tools/pagegen.c, and two kinds of the bench's own ---- */
 
-static uint64_t mix(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * 0x2545f4914f6cdd1dull;
-}
-
-static unsigned rng_below(uint64_t r, unsigned n)
-{
-	return (unsigned)(((r & 0xffffffffull) * n) >> 32);
-}
-
-static void page_random(unsigned char *page, uint64_t seed)
-{
-	uint64_t s = mix(seed) | 1, w;
-	size_t i;
-
-	for (i = 0; i < PAGE; i += 8) {
-		w = rng_next(&s);
-		memcpy(page + i, &w, 8);
-	}
-}
-
-static const char *const words[] = {
-	"the", "of", "and", "to", "in", "a", "is", "that", "for", "it", "as", "was", "with", "be",
-	"by", "on", "not", "this", "are", "or", "from", "at", "which", "but", "have", "an", "had",
-	"they", "were", "their", "one", "all", "we", "can", "has", "there", "been", "if", "more",
-	"when", "will", "would", "who", "so", "no", "memory", "page", "pool", "node", "client",
-	"server", "request", "error", "value", "object", "index", "frame", "cache", "kernel",
-	"swap", "data", "time", "system", "process", "thread", "buffer", "queue", "network",
-	"remote", "local", "handle", "compressed", "transcendent", "ephemeral", "persistent",
-	"cluster", "heartbeat", "replica", "peer", "socket", "reply", "timeout", "budget",
-	"evicted", "stored", "refused", "flushed", "version", "header", "payload", "message",
-	"number", "between", "through", "because", "another", "without", "machine", "working",
-	"while", "under", "about", "should", "could", "after", "before", "first", "other",
-	"where", "every", "might",
-};
-
-static const char *const levels[] = { "INFO", "DEBUG", "WARN", "NOTICE", "ERROR" };
-
-static const char *const logs[] = {
-	"stored # pages in pool # of client #",
-	"flushed object # (# pages) in # us",
-	"evicted # ephemeral frames, budget # frames",
-	"peer node-# heartbeat ok, rtt # us",
-	"request # from client # took # us",
-	"remotify moved # frames to node-#",
-	"repatriated page # of object # from node-#",
-	"refused put: page # compressed to # bytes",
-	"connection # closed by peer after # requests",
-	"new pool # for client # (persistent)",
-	"timeout waiting for node-# after # ms, retrying",
-	"checkpoint: # objects, # pages, # bytes of metadata",
-};
-
-static void put_num(char **p, uint64_t v, int width)
-{
-	char tmp[24], *q = *p;
-	int n = 0;
-
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	while (n < width)
-		tmp[n++] = '0';
-	while (n)
-		*q++ = tmp[--n];
-	*p = q;
-}
-
-static void put_str(char **p, const char *s, size_t len)
-{
-	memcpy(*p, s, len);
-	*p += len;
-}
-
-static void put_two(char **p, unsigned v, char sep)
-{
-	char *q = *p;
-
-	q[0] = (char)('0' + v / 10);
-	q[1] = (char)('0' + v % 10);
-	q[2] = sep;
-	*p = q + 3;
-}
-
-static unsigned word_pick(uint64_t r)
-{
-	const unsigned n = sizeof(words) / sizeof(words[0]);
-	unsigned a = rng_below(r, n), c = rng_below(r >> 32, n);
-
-	return a < c ? a : c;
-}
-
-static void put_words(char **p, uint64_t *s, unsigned n, bool sentence)
-{
-	static unsigned char lens[sizeof(words) / sizeof(words[0])];
-	unsigned i, w;
-
-	if (!lens[0])
-		for (i = 0; i < sizeof(lens); i++)
-			lens[i] = (unsigned char)strlen(words[i]);
-	for (i = 0; i < n; i++) {
-		uint64_t r = rng_next(s);
-
-		w = word_pick(r);
-		put_str(p, words[w], lens[w]);
-		if (sentence && i == 0)
-			(*p)[-lens[w]] = (char)((*p)[-lens[w]] - 'a' + 'A');
-		if (sentence && (r >> 59) == 0 && i + 1 < n)
-			*(*p)++ = ',';
-		*(*p)++ = ' ';
-	}
-}
-
-static void put_log(char **p, const char *msg, uint64_t r)
-{
-	const char *hash;
-	size_t len;
-
-	for (;;) {
-		hash = strchr(msg, '#');
-		len = hash ? (size_t)(hash - msg) : strlen(msg);
-		put_str(p, msg, len);
-		if (!hash)
-			break;
-		put_num(p, (r & 0xff) < 0xc0 ? r & 0x3ff : r & 0xfffff, 1);
-		r >>= 20;
-		msg = hash + 1;
-	}
-	*(*p)++ = '\n';
-}
-
-/* Log lines and prose of real words and numbers: LZO1X-1 gets about 2.3x. */
-static void page_text(unsigned char *page, uint64_t seed)
-{
-	char buf[PAGE + 256], *p = buf, date[16];
-	uint64_t s = mix(seed) | 1, r = rng_next(&s);
-	unsigned day = 1 + rng_below(r, 28), hh = rng_below(r >> 8, 24), mm = rng_below(r >> 16, 60);
-	unsigned ss = rng_below(r >> 24, 60), lvl;
-	static const char lvl_len[] = { 4, 5, 4, 6, 5 };
-
-	snprintf(date, sizeof(date), "20%02u-%02u-%02u ", 20 + (unsigned)(seed >> 5) % 8,
-		 1 + (unsigned)(seed >> 8) % 12, day);
-	while (p < buf + PAGE) {
-		r = rng_next(&s);
-		if ((r & 7) == 0) {
-			put_words(&p, &s, 6 + rng_below(r >> 8, 12), true);
-			p[-1] = '.';
-			*p++ = '\n';
-			continue;
-		}
-		ss += rng_below(r >> 2, 4);
-		if (ss >= 60) {
-			ss -= 60;
-			if (++mm == 60) {
-				mm = 0;
-				hh = (hh + 1) % 24;
-			}
-		}
-		put_str(&p, date, 11);
-		put_two(&p, hh, ':');
-		put_two(&p, mm, ':');
-		put_two(&p, ss, ' ');
-		lvl = rng_below(r >> 8, 16);
-		lvl = lvl < 10 ? 0 : lvl < 13 ? 1 : lvl - 12;
-		put_str(&p, levels[lvl], (size_t)lvl_len[lvl]);
-		put_str(&p, " worker-", 8);
-		put_num(&p, rng_below(r >> 12, 8), 1);
-		put_str(&p, ": ", 2);
-		put_log(&p, logs[rng_below(r >> 20, sizeof(logs) / sizeof(logs[0]))], rng_next(&s));
-	}
-	memcpy(page, buf, PAGE);
-}
+_Static_assert(PAGE == PAGEGEN_PAGE_SIZE, "pagegen makes the pages");
 
 /* Words of a heap: small integers and pointers near one base (LZO ~3-5x). */
 static void page_binary(unsigned char *page, uint64_t seed)
 {
-	uint64_t s = mix(seed) | 1, base = 0x7f3a00000000ull + (mix(seed + 1) & 0xfffff000ull), w;
+	uint64_t s = pagegen_mix(seed) | 1, w;
+	uint64_t base = 0x7f3a00000000ull + (pagegen_mix(seed + 1) & 0xfffff000ull);
 	size_t i;
 
 	for (i = 0; i < PAGE; i += 8) {
-		uint64_t r = rng_next(&s);
+		uint64_t r = pagegen_rng_next(&s);
 
 		switch (r & 3) {
 		case 0:
@@ -325,14 +141,14 @@ static void page_binary(unsigned char *page, uint64_t seed)
 /* mixed: 50% text, 20% zero, 15% random, 15% binary, by a hash of i. */
 static void page_mixed(unsigned char *page, uint64_t seed)
 {
-	unsigned k = (unsigned)(mix(seed ^ 0x6d69786564ull) % 20);
+	unsigned k = (unsigned)(pagegen_mix(seed ^ 0x6d69786564ull) % 20);
 
 	if (k < 10)
-		page_text(page, seed);
+		pagegen_text(page, seed);
 	else if (k < 14)
-		memset(page, 0, PAGE);
+		pagegen_zero(page);
 	else if (k < 17)
-		page_random(page, seed);
+		pagegen_random(page, seed);
 	else
 		page_binary(page, seed);
 }
@@ -391,13 +207,13 @@ static int data_load(void)
 
 		switch (o.data) {
 		case DATA_ZERO:
-			memset(p, 0, PAGE);
+			pagegen_zero(p);
 			break;
 		case DATA_RANDOM:
-			page_random(p, seed);
+			pagegen_random(p, seed);
 			break;
 		case DATA_TEXT:
-			page_text(p, seed);
+			pagegen_text(p, seed);
 			break;
 		default:
 			page_mixed(p, seed);

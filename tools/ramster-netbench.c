@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "ramster.h"
+#include "tools/pagegen.h"
 
 #define PAGE 4096
 #define DISTINCT 2048        /* distinct page contents; page i is content i % DISTINCT, stamped */
@@ -161,83 +162,7 @@ static double series_p99(const struct series *s)
 
 /* ---- pages ------------------------------------------------------------------------- */
 
-static uint64_t mix(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * 0x2545f4914f6cdd1dull;
-}
-
-static unsigned rng_below(uint64_t *s, unsigned n)
-{
-	return (unsigned)(((rng_next(s) >> 32) * n) >> 32);
-}
-
-static const char *const words[] = {
-	"the", "of", "and", "to", "in", "a", "is", "that", "for", "it", "as", "was", "with",
-	"be", "by", "on", "not", "this", "are", "or", "from", "at", "which", "but", "memory",
-	"page", "pool", "node", "client", "server", "request", "error", "value", "object",
-	"index", "frame", "cache", "kernel", "data", "time", "process", "thread", "buffer",
-	"queue", "remote", "local", "handle", "compressed", "persistent", "cluster", "peer",
-	"socket", "reply", "timeout", "stored", "refused", "flushed", "message", "between",
-};
-#define NWORDS (sizeof(words) / sizeof(words[0]))
-
-static const char *const levels[] = { "INFO", "INFO", "INFO", "DEBUG", "WARN", "NOTICE" };
-
-/* Log lines and prose of real words and numbers: LZO1X-1 gets about 2x. */
-static void page_text(unsigned char *page, uint64_t seed)
-{
-	char buf[PAGE + 256];
-	size_t len = 0, room;
-	uint64_t s = mix(seed) | 1;
-	unsigned day = 1 + rng_below(&s, 28), hh = rng_below(&s, 24), mm = rng_below(&s, 60);
-	unsigned ss = 0, i, n;
-	int k;
-
-	while (len < PAGE) {
-		room = sizeof(buf) - len;
-		if (rng_below(&s, 8) == 0) {
-			n = 6 + rng_below(&s, 12);
-			for (i = 0; i < n && len + 16 < sizeof(buf); i++) {
-				const char *w = words[rng_below(&s, NWORDS)];
-
-				k = snprintf(buf + len, sizeof(buf) - len, "%s%c", w,
-					     i + 1 < n ? ' ' : '\n');
-				len += k > 0 ? (size_t)k : 0;
-			}
-			continue;
-		}
-		ss += rng_below(&s, 4);
-		if (ss >= 60) {
-			ss -= 60;
-			mm = (mm + 1) % 60;
-		}
-		k = snprintf(buf + len, room,
-			     "2025-03-%02u %02u:%02u:%02u %s worker-%u: %s %s %u %s %s %u us\n",
-			     day, hh, mm, ss, levels[rng_below(&s, 6)], rng_below(&s, 8),
-			     words[rng_below(&s, NWORDS)], words[rng_below(&s, NWORDS)],
-			     rng_below(&s, 1024), words[rng_below(&s, NWORDS)],
-			     words[rng_below(&s, NWORDS)], rng_below(&s, 100000));
-		if (k < 0 || (size_t)k >= room)
-			break;
-		len += (size_t)k;
-	}
-	memset(buf + (len < PAGE ? len : PAGE), ' ', len < PAGE ? PAGE - len : 0);
-	memcpy(page, buf, PAGE);
-}
+_Static_assert(PAGE == PAGEGEN_PAGE_SIZE, "pagegen makes the pages");
 
 static unsigned char *contents; /* DISTINCT pages */
 
@@ -249,7 +174,7 @@ static int pages_init(void)
 	if (!contents)
 		return -ENOMEM;
 	for (i = 0; i < DISTINCT; i++)
-		page_text(contents + (size_t)i * PAGE, o.seed * 0x100000000ull + i);
+		pagegen_text_plain(contents + (size_t)i * PAGE, o.seed * 0x100000000ull + i);
 	return 0;
 }
 
@@ -536,7 +461,7 @@ static int echo_round(struct echo *e, double *lat, unsigned n, uint64_t *rng)
 	uint64_t seq;
 
 	for (i = 0; i < n; i++) {
-		uint64_t pg = rng_next(rng) % (DISTINCT * 4ull);
+		uint64_t pg = pagegen_rng_next(rng) % (DISTINCT * 4ull);
 		uint32_t len = PAGE;
 		double t0;
 		int rc;
@@ -926,7 +851,7 @@ static int get_round(ramster *r, int pool, unsigned rep, const uint64_t *cand, s
 
 	*nlat = 0;
 	for (i = 0; i < n && !rc; i++) {
-		uint64_t idx = cand[rng_next(rng) % ncand];
+		uint64_t idx = cand[pagegen_rng_next(rng) % ncand];
 		struct ramster_oid oid = oid_of(idx, rep);
 		double t0, us;
 		bool remote;
@@ -1272,7 +1197,8 @@ static int run(const char *dir, struct report *rp)
 	struct mc m = { .fd = -1 };
 	struct snap sn, base;
 	unsigned char *accepted = NULL, page[PAGE];
-	uint64_t *rcand = NULL, *lcand = NULL, nr = 0, nl = 0, i, cap, rng = mix(o.seed) | 1;
+	uint64_t *rcand = NULL, *lcand = NULL, nr = 0, nl = 0, i, cap,
+		 rng = pagegen_mix(o.seed) | 1;
 	uint64_t before[PEERS_MAX];
 	double *lat = malloc(o.iters * sizeof(double));
 	size_t nlat;
@@ -1435,7 +1361,7 @@ static int run(const char *dir, struct report *rp)
 		series_add(&rp->s[P_LOCAL], lat, nlat);
 		if (rp->mc_ran) {
 			for (i = 0, nlat = 0; i < o.iters; i++) {
-				unsigned key = (unsigned)(rng_next(&rng) % o.mc_values);
+				unsigned key = (unsigned)(pagegen_rng_next(&rng) % o.mc_values);
 
 				rc = mc_get(&m, key, page, &lat[nlat]);
 				if (rc == -ENOENT) {

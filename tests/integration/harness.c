@@ -4,9 +4,11 @@
  *
  * Each daemon gets its own mkdtemp dir under /tmp (socket and log), dies with
  * the test process (PR_SET_PDEATHSIG), and must exit 0 on SIGTERM within
- * 5 s. Page generators are pure functions of their seed.
+ * 5 s. The pages come from tools/pagegen.c (pure functions of their seed),
+ * shared with ramster-bench and ramster-netbench.
  */
 #include "tests/integration/harness.h"
+#include "tools/pagegen.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -331,14 +333,13 @@ void harness_stats_dump(ramster *r)
 	ramster_stats_free(s, n);
 }
 
-/* ---- pages ---------------------------------------------------------------- */
+/* ---- pages (tools/pagegen.c) ---------------------------------------------- */
+
+_Static_assert(RAMSTER_PAGE_SIZE == PAGEGEN_PAGE_SIZE, "pagegen makes ramster pages");
 
 uint64_t harness_mix(uint64_t x)
 {
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
+	return pagegen_mix(x);
 }
 
 struct ramster_oid harness_oid(uint64_t a, uint64_t b)
@@ -350,205 +351,15 @@ struct ramster_oid harness_oid(uint64_t a, uint64_t b)
 
 void harness_page_zero(void *page)
 {
-	memset(page, 0, RAMSTER_PAGE_SIZE);
-}
-
-/* xorshift64*: the generators' stream; never seeded with 0. */
-static uint64_t rng_next(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * 0x2545f4914f6cdd1dull;
+	pagegen_zero(page);
 }
 
 void harness_page_random(void *page, uint64_t seed)
 {
-	uint64_t s = harness_mix(seed) | 1, *p = page;
-	size_t i;
-
-	for (i = 0; i < RAMSTER_PAGE_SIZE / 8; i++)
-		p[i] = rng_next(&s);
-}
-
-static const char *const text_words[] = {
-	"the", "of", "and", "to", "in", "a", "is", "that", "for", "it", "as", "was", "with", "be",
-	"by", "on", "not", "this", "are", "or", "from", "at", "which", "but", "have", "an", "had",
-	"they", "were", "their", "one", "all", "we", "can", "has", "there", "been", "if", "more",
-	"when", "will", "would", "who", "so", "no", "memory", "page", "pool", "node", "client",
-	"server", "request", "error", "value", "object", "index", "frame", "cache", "kernel",
-	"swap", "data", "time", "system", "process", "thread", "buffer", "queue", "network",
-	"remote", "local", "handle", "compressed", "transcendent", "ephemeral", "persistent",
-	"cluster", "heartbeat", "replica", "peer", "socket", "reply", "timeout", "budget",
-	"evicted", "stored", "refused", "flushed", "version", "header", "payload", "message",
-	"number", "between", "through", "because", "another", "without", "machine", "working",
-	"while", "under", "about", "should", "could", "after", "before", "first", "other",
-	"where", "every", "might",
-};
-
-static const char *const text_levels[] = { "INFO", "DEBUG", "WARN", "NOTICE", "ERROR" };
-
-/* Log messages; '#' is replaced by a number. */
-static const char *const text_logs[] = {
-	"stored # pages in pool # of client #",
-	"flushed object # (# pages) in # us",
-	"evicted # ephemeral frames, budget # frames",
-	"peer node-# heartbeat ok, rtt # us",
-	"request # from client # took # us",
-	"remotify moved # frames to node-#",
-	"repatriated page # of object # from node-#",
-	"refused put: page # compressed to # bytes",
-	"connection # closed by peer after # requests",
-	"new pool # for client # (persistent)",
-	"timeout waiting for node-# after # ms, retrying",
-	"checkpoint: # objects, # pages, # bytes of metadata",
-};
-
-/* A uniform choice below n, without a division. */
-static unsigned rng_below(uint64_t r, unsigned n)
-{
-	return (unsigned)(((r & 0xffffffffull) * n) >> 32);
-}
-
-/* Text is built in a scratch buffer with room to overrun, then copied. */
-#define TEXT_SLACK 256
-
-struct text_buf {
-	char *p;
-	char *end;
-};
-
-static void text_put(struct text_buf *b, const char *s, size_t len)
-{
-	memcpy(b->p, s, len);
-	b->p += len;
-}
-
-static void text_putc(struct text_buf *b, char c)
-{
-	*b->p++ = c;
-}
-
-static void text_num(struct text_buf *b, uint64_t v, int width)
-{
-	char tmp[24], *p = b->p;
-	int n = 0;
-
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	while (n < width)
-		tmp[n++] = '0';
-	while (n)
-		*p++ = tmp[--n];
-	b->p = p;
-}
-
-/* A skewed word choice (small indices more often), as in real text. */
-static unsigned text_word(uint64_t r)
-{
-	const unsigned n = sizeof(text_words) / sizeof(text_words[0]);
-	unsigned a = rng_below(r, n), c = rng_below(r >> 32, n);
-
-	return a < c ? a : c;
-}
-
-static void text_words_put(struct text_buf *b, uint64_t *s, unsigned n, bool sentence)
-{
-	static unsigned char lens[sizeof(text_words) / sizeof(text_words[0])];
-	unsigned i, w;
-
-	if (!lens[0])
-		for (i = 0; i < sizeof(lens); i++)
-			lens[i] = (unsigned char)strlen(text_words[i]);
-	for (i = 0; i < n; i++) {
-		uint64_t r = rng_next(s);
-
-		w = text_word(r);
-		text_put(b, text_words[w], lens[w]);
-		if (sentence && i == 0)
-			b->p[-lens[w]] = (char)(b->p[-lens[w]] - 'a' + 'A');
-		if (sentence && (r >> 59) == 0 && i + 1 < n)
-			text_putc(b, ',');
-		text_putc(b, ' ');
-	}
-}
-
-static void text_two(struct text_buf *b, unsigned v, char sep)
-{
-	*b->p++ = (char)('0' + v / 10);
-	*b->p++ = (char)('0' + v % 10);
-	*b->p++ = sep;
-}
-
-static void text_log(struct text_buf *b, const char *msg, uint64_t r)
-{
-	const char *hash;
-	size_t len;
-
-	for (;;) {
-		hash = strchr(msg, '#');
-		len = hash ? (size_t)(hash - msg) : strlen(msg);
-		text_put(b, msg, len);
-		if (!hash)
-			break;
-		text_num(b, (r & 0xff) < 0xc0 ? r & 0x3ff : r & 0xfffff, 1);
-		r >>= 20;
-		msg = hash + 1;
-	}
-	*b->p++ = '\n';
+	pagegen_random(page, seed);
 }
 
 void harness_page_text(void *page, uint64_t seed)
 {
-	char buf[RAMSTER_PAGE_SIZE + TEXT_SLACK];
-	struct text_buf b = { buf, buf + RAMSTER_PAGE_SIZE };
-	uint64_t s = harness_mix(seed) | 1;
-	uint64_t r = rng_next(&s);
-	unsigned day = 1 + rng_below(r, 28), hh = rng_below(r >> 8, 24), mm = rng_below(r >> 16, 60);
-	unsigned ss = rng_below(r >> 24, 60);
-	char date[16];
-	static const char lvl_len[] = { 4, 5, 4, 6, 5 };
-	const unsigned n_logs = sizeof(text_logs) / sizeof(text_logs[0]);
-
-	/* the date stays for the page; the time of day runs on */
-	snprintf(date, sizeof(date), "20%02u-%02u-%02u ", 20 + (unsigned)(seed >> 5) % 8,
-		 1 + (unsigned)(seed >> 8) % 12, day);
-	while (b.p < b.end) {
-		unsigned lvl;
-
-		r = rng_next(&s);
-		if ((r & 7) == 0) {
-			/* a sentence of prose */
-			text_words_put(&b, &s, 6 + rng_below(r >> 8, 12), true);
-			b.p[-1] = '.';
-			text_putc(&b, '\n');
-			continue;
-		}
-		/* a log line */
-		ss += rng_below(r >> 2, 4);
-		if (ss >= 60) {
-			ss -= 60;
-			if (++mm == 60) {
-				mm = 0;
-				hh = (hh + 1) % 24;
-			}
-		}
-		text_put(&b, date, 11);
-		text_two(&b, hh, ':');
-		text_two(&b, mm, ':');
-		text_two(&b, ss, ' ');
-		lvl = rng_below(r >> 8, 16);
-		lvl = lvl < 10 ? 0 : lvl < 13 ? 1 : lvl - 12;
-		text_put(&b, text_levels[lvl], (size_t)lvl_len[lvl]);
-		text_put(&b, " worker-", 8);
-		text_num(&b, rng_below(r >> 12, 8), 1);
-		text_put(&b, ": ", 2);
-		text_log(&b, text_logs[rng_below(r >> 20, n_logs)], rng_next(&s));
-	}
-	memcpy(page, buf, RAMSTER_PAGE_SIZE);
+	pagegen_text(page, seed);
 }

@@ -78,7 +78,7 @@ int harness_stat_any(ramster *r, const char *const *names, uint64_t *value, cons
 /* Print every counter of the node to stderr (for diagnosis). */
 void harness_stats_dump(ramster *r);
 
-/* ---- pages -------------------------------------------------------------- */
+/* ---- pages: wrappers of tools/pagegen.h --------------------------------- */
 
 /* Fill page with zeroes. */
 void harness_page_zero(void *page);
