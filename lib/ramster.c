@@ -387,9 +387,8 @@ ramster *ramster_open(const char *socket_path)
 		err = -errno;
 		goto fini_arena;
 	}
-	/* room for a whole batch request: one send, no wake-ups in between */
-	(void)setsockopt(r->fd, SOL_SOCKET, SO_SNDBUF, &(int){RAMSTER_BATCH_MAX * 4096 + 65536},
-			 sizeof(int));
+	/* a whole batch request in one send */
+	(void)setsockopt(r->fd, SOL_SOCKET, SO_SNDBUF, &(int){WIRE_SNDBUF}, sizeof(int));
 	err = ramster_connect(r->fd, &sa);
 	if (err)
 		goto close_fd;

@@ -28,7 +28,6 @@
 #define CLIENT_ACCEPT_PAUSE 0.1		  /* s without accepting after EMFILE and the like */
 #define CLIENT_WARN_EVERY   10.0	  /* s between repeated accept warnings */
 #define CLIENT_SEND_FLAGS   (MSG_NOSIGNAL | MSG_DONTWAIT)
-#define CLIENT_SNDBUF	    (RAMSTER_BATCH_MAX * 4096 + 65536) /* a largest reply */
 
 struct client {
 	ev_io io; /* first: the watcher's address is the client's */
@@ -1058,9 +1057,8 @@ static void client_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 	for (i = 0; i < CLIENT_ACCEPT_BURST; i++) {
 		fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd >= 0) {
-			int sndbuf = CLIENT_SNDBUF;
+			int sndbuf = WIRE_SNDBUF; /* a whole batch reply in one send */
 
-			/* room for a whole batch reply: one send, no wake-ups in between */
 			(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
 			client_new(l, fd);
 			continue;

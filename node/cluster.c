@@ -26,6 +26,7 @@
 #include <ev.h>
 #include <sodium.h>
 
+#include "node/clock.h"
 #include "node/cluster.h"
 #include "node/log.h"
 #include "transport/transport.h"
@@ -200,14 +201,6 @@ static void peer_flush(struct cluster_peer *p);
 static void peer_schedule_redial(struct cluster_peer *p);
 
 /* ---- helpers ----------------------------------------------------------------- */
-
-static uint64_t cluster_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static const char *cluster_op_name(int op)
 {
@@ -446,7 +439,7 @@ static void peer_send_heartbeat(struct cluster_peer *p)
 	struct cluster *c = p->c;
 	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
 	Ramster__Peer__Heartbeat hb = RAMSTER__PEER__HEARTBEAT__INIT;
-	uint64_t now = cluster_now_ns();
+	uint64_t now = clock_now_ns();
 
 	if (c->h.donate)
 		c->h.donate(c->arg, &hb.donate_free, &hb.donate_total);
@@ -469,7 +462,7 @@ static void peer_send_heartbeat(struct cluster_peer *p)
 
 static void peer_on_heartbeat(struct cluster_peer *p, const Ramster__Peer__Heartbeat *hb)
 {
-	uint64_t now = cluster_now_ns();
+	uint64_t now = clock_now_ns();
 	double sample;
 
 	p->c->st.heartbeats_received++;

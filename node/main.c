@@ -219,6 +219,7 @@ int main(int argc, char **argv)
 	char err[CONFIG_ERR_MAX], name[CONFIG_NAME_MAX], config_abs[PATH_MAX];
 	const char *socket_path, *config_shown = "";
 	unsigned long busy_us;
+	const char *busy_env;
 	int status = 1;
 
 	main_parse_args(argc, argv, &o);
@@ -340,11 +341,12 @@ int main(int argc, char **argv)
 	ev_signal_start(n.loop, &n.sighup);
 
 	busy_us = self ? self->busy_poll_us : CONFIG_DEFAULT_BUSY_POLL_US;
-	if (getenv("RAMSTER_BUSY_POLL_US") && *getenv("RAMSTER_BUSY_POLL_US")) {
+	busy_env = getenv("RAMSTER_BUSY_POLL_US");
+	if (busy_env && *busy_env) {
 		char *end;
-		unsigned long v = strtoul(getenv("RAMSTER_BUSY_POLL_US"), &end, 10);
+		unsigned long v = strtoul(busy_env, &end, 10);
 
-		if (*end || v > CONFIG_BUSY_POLL_MAX_US) {
+		if (*end || *busy_env == '-' || v > CONFIG_BUSY_POLL_MAX_US) {
 			log_error("RAMSTER_BUSY_POLL_US: not a number of microseconds 0..%u",
 				  CONFIG_BUSY_POLL_MAX_US);
 			goto stop_signals;

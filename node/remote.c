@@ -25,6 +25,7 @@
 #include <ev.h>
 #include <sodium.h>
 
+#include "node/clock.h"
 #include "node/foreign.h"
 #include "node/log.h"
 #include "node/remote.h"
@@ -125,14 +126,6 @@ struct remote {
 	uint64_t owner_drops;
 	uint64_t pings, served_echoes;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void page_from_handle(Ramster__Peer__Page *pg, const struct tmem_handle *h, unsigned flags,
 			     uint32_t checksum)
@@ -366,7 +359,7 @@ static void page_failed(struct rpage *p)
 
 	r->pages_failed++;
 	pthread_mutex_lock(&r->lock);
-	r->backoff_until_ns = now_ns() + REMOTIFY_BACKOFF_MS * 1000000ull;
+	r->backoff_until_ns = clock_now_ns() + REMOTIFY_BACKOFF_MS * 1000000ull;
 	pthread_mutex_unlock(&r->lock);
 	job_page_done(p->job);
 }
@@ -509,7 +502,7 @@ static void *remotify_main(void *arg)
 			active = true;
 		else if (usage < r->low)
 			active = false;
-		if (!active || r->inflight >= REMOTIFY_INFLIGHT || now_ns() < r->backoff_until_ns) {
+		if (!active || r->inflight >= REMOTIFY_INFLIGHT || clock_now_ns() < r->backoff_until_ns) {
 			cond_wait_ms(r, REMOTIFY_IDLE_MS);
 			continue;
 		}

@@ -11,7 +11,8 @@
 
 #include <stdbool.h>
 #include <stdlib.h>
-#include <time.h>
+
+#include "node/clock.h"
 
 struct spin {
 	struct ev_loop *loop;
@@ -20,14 +21,6 @@ struct spin {
 	bool stopped; /* spin_break was called */
 	struct spin_stats st;
 };
-
-static uint64_t spin_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void spin_invoke(struct ev_loop *loop)
 {
@@ -66,18 +59,18 @@ void spin_run(struct spin *s)
 			continue;
 		/* poll for more before sleeping again; work found restarts the budget */
 		s->st.polls++;
-		t0 = t = spin_now_ns();
+		t0 = t = clock_now_ns();
 		while (!s->stopped) {
 			s->worked = false;
 			ev_run(s->loop, EVRUN_NOWAIT);
 			if (s->worked) {
 				s->st.hits++;
 				s->st.polls++;
-				s->st.spun_us += (spin_now_ns() - t0) / 1000;
-				t0 = t = spin_now_ns();
+				s->st.spun_us += (clock_now_ns() - t0) / 1000;
+				t0 = t = clock_now_ns();
 				continue;
 			}
-			t = spin_now_ns();
+			t = clock_now_ns();
 			if (t - t0 >= s->budget_ns)
 				break;
 		}

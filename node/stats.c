@@ -6,27 +6,19 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
+#include "node/clock.h"
 #include "node/stats.h"
-
-static uint64_t stats_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 void stats_init(struct node_stats *s)
 {
 	memset(s, 0, sizeof(*s));
-	s->start_ns = stats_now_ns();
+	s->start_ns = clock_now_ns();
 }
 
 uint64_t stats_uptime_s(const struct node_stats *s)
 {
-	return (stats_now_ns() - s->start_ns) / 1000000000u;
+	return (clock_now_ns() - s->start_ns) / 1000000000u;
 }
 
 /* clang-format off */

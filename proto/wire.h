@@ -26,6 +26,8 @@
 #define WIRE_MSG_MAX (64u * 1024)              /* protobuf bytes a frame */
 #define WIRE_RESP_MSG_MAX (1024u * 1024)       /* a response may list many stats/pools */
 #define WIRE_PAYLOAD_MAX (WIRE_BATCH_MAX * WIRE_PAGE_SIZE)
+/* socket send buffer for a largest frame: one send, no wake-ups between its pieces */
+#define WIRE_SNDBUF (WIRE_PAYLOAD_MAX + WIRE_MSG_MAX)
 
 enum wire_kind { WIRE_REQUEST = 1, WIRE_RESPONSE = 2 };
 
