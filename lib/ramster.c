@@ -299,6 +299,19 @@ int ramster_ping(ramster *r, uint32_t node, const void *page, void *back)
 	return err;
 }
 
+static int ramster_simple(ramster *r, Ramster__Request *req);
+
+int ramster_drain(ramster *r, int on)
+{
+	Ramster__Request req = RAMSTER__REQUEST__INIT;
+
+	if (!r || (on != 0 && on != 1))
+		return -EINVAL;
+	req.op = RAMSTER__OP__OP_DRAIN;
+	req.flags = (uint32_t)on;
+	return ramster_simple(r, &req);
+}
+
 /* A request answered by a bare result (pool new/destroy, flushes). */
 static int ramster_simple(ramster *r, Ramster__Request *req)
 {

@@ -856,6 +856,9 @@ static int client_dispatch(struct client *c, const Ramster__Request *req, size_t
 		return client_do_pools(c, &rsp);
 	case RAMSTER__OP__OP_EXPORTS:
 		return client_do_exports(c, &rsp);
+	case RAMSTER__OP__OP_DRAIN:
+		rsp.result = env->remote ? remote_drain(env->remote, req->flags == 1) : -ENOTCONN;
+		break;
 	default:
 		rsp.result = -EOPNOTSUPP; /* the decoder lets no other op through */
 		break;

@@ -206,7 +206,7 @@ static const char *cluster_op_name(int op)
 {
 	static const char *const names[] = {"NONE", "HELLO", "AUTH",	     "HEARTBEAT",  "PUT",
 					    "GET",  "FLUSH", "FLUSH_OBJECT", "FLUSH_POOL", "REPLY",
-					    "ECHO"};
+					    "ECHO", "RETURN"};
 
 	if (op < 0 || (size_t)op >= sizeof(names) / sizeof(names[0]))
 		return "unknown op";
@@ -216,7 +216,7 @@ static const char *cluster_op_name(int op)
 static bool cluster_op_is_request(int op)
 {
 	return (op >= RAMSTER__PEER__OP__P_PUT && op <= RAMSTER__PEER__OP__P_FLUSH_POOL) ||
-	       op == RAMSTER__PEER__OP__P_ECHO;
+	       op == RAMSTER__PEER__OP__P_ECHO || op == RAMSTER__PEER__OP__P_RETURN;
 }
 
 /* Copy s for a log line, with anything unprintable as '?'. */
@@ -983,6 +983,7 @@ static int link_on_frame(struct cluster_link *l, const Ramster__Peer__Msg *m,
 	case RAMSTER__PEER__OP__P_FLUSH_OBJECT:
 	case RAMSTER__PEER__OP__P_FLUSH_POOL:
 	case RAMSTER__PEER__OP__P_ECHO:
+	case RAMSTER__PEER__OP__P_RETURN:
 		c->st.requests_received++;
 		if (c->h.on_request)
 			c->h.on_request(c->arg, p->node.id, peer_session(p), m, payload, plen);
@@ -1519,6 +1520,15 @@ unsigned cluster_epoch(struct cluster *c, uint32_t node)
 	struct cluster_peer *p = c ? cluster_peer(c, node) : NULL;
 
 	return p ? p->epoch : 0;
+}
+
+double cluster_rtt_us(struct cluster *c, uint32_t node)
+{
+	struct cluster_peer *p = c ? cluster_peer(c, node) : NULL;
+
+	if (!p || p->state != PEER_UP)
+		return 1e12; /* a lost link answers last, if at all */
+	return p->rtt_us > 0 ? p->rtt_us : 1e9;
 }
 
 int cluster_pick(struct cluster *c, size_t need, uint64_t exclude)

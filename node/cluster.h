@@ -90,6 +90,10 @@ int cluster_reply(struct cluster *c, uint32_t node, uint64_t seq, int result,
  */
 bool cluster_alive(struct cluster *c, uint32_t node, unsigned epoch);
 
+/* The smoothed heartbeat round trip to node, microseconds; larger than any
+ * real one when its link is not up (so that such a peer is asked last). */
+double cluster_rtt_us(struct cluster *c, uint32_t node);
+
 /* Our current epoch for node (mod 256 where it is stored in descriptors). */
 unsigned cluster_epoch(struct cluster *c, uint32_t node);
 

@@ -18,6 +18,7 @@
 #include <ini.h>
 
 #include "node/config.h"
+#include "tmem/replica.h"
 
 #define CONFIG_DEFAULT_LOCAL_MB 256
 #define CONFIG_MB_MAX		(1024u * 1024) /* 1 TiB in MiB */
@@ -41,7 +42,7 @@ struct config_parse {
 	struct config_export *exp; /* SEC_EXPORT */
 	uint32_t seen;		   /* keys of the current section already set */
 	int cluster_line;
-	int secret_line, heartbeat_line, dead_line, timeout_line, high_line, low_line;
+	int secret_line, replicas_line, heartbeat_line, dead_line, timeout_line, high_line, low_line;
 	int err_line; /* 0: no error yet */
 	char err[CONFIG_ERR_MAX];
 };
@@ -285,17 +286,15 @@ static int cluster_dead_after(struct config_parse *p, const char *key, const cha
 	return config_u32(p, key, v, 20, 600000, &p->c->dead_after_ms);
 }
 
+static int cluster_rereplicate_rate(struct config_parse *p, const char *key, const char *v)
+{
+	return config_u32(p, key, v, 1, 1000000, &p->c->rereplicate_rate);
+}
+
 static int cluster_replicas(struct config_parse *p, const char *key, const char *v)
 {
-	uint32_t r = 0;
-	int rc = config_u32(p, key, v, 1, CONFIG_NODES_MAX, &r);
-
-	if (rc)
-		return rc;
-	if (r > 1)
-		return config_fail(p, "replicas > 1 is not supported yet");
-	p->c->replicas = r;
-	return 0;
+	p->replicas_line = p->lineno;
+	return config_u32(p, key, v, 1, REPLICA_MAX, &p->c->replicas);
 }
 
 /* A percentage: "N" or "N%". */
@@ -478,6 +477,7 @@ static const struct config_key cluster_keys[] = {
     {"heartbeat_ms", cluster_heartbeat},
     {"dead_after_ms", cluster_dead_after},
     {"replicas", cluster_replicas},
+    {"rereplicate_rate", cluster_rereplicate_rate},
     {"high_watermark", cluster_high_watermark},
     {"low_watermark", cluster_low_watermark},
     {"remotify_ephemeral", cluster_remotify_eph},
@@ -788,6 +788,11 @@ static void config_check(struct config_parse *p)
 			       c->dead_after_ms, c->heartbeat_ms);
 	if (!p->timeout_line)
 		c->request_timeout_ms = c->dead_after_ms;
+	if (c->replicas > 1 && c->replicas + 1 > c->n_nodes)
+		config_fail_at(p, p->replicas_line,
+			       "replicas = %u needs at least %u nodes (the owner and %u peers); "
+			       "the file has %zu",
+			       c->replicas, c->replicas + 1, c->replicas, c->n_nodes);
 	config_resolve_secret(p);
 	if (c->has_cluster && c->n_nodes >= 2)
 		config_check_secret(p);
@@ -801,6 +806,7 @@ void config_defaults(struct config *c)
 	c->heartbeat_ms = 100;
 	c->dead_after_ms = 1000;
 	c->replicas = 1;
+	c->rereplicate_rate = 2000;
 	c->high_watermark_pct = 90;
 	c->low_watermark_pct = 80;
 	c->remotify_ephemeral = true;

@@ -556,6 +556,40 @@ uint64_t foreign_drop_owner(struct foreign *f, uint32_t owner, uint64_t keep)
 	return n;
 }
 
+bool foreign_walk(struct foreign *f,
+		  bool (*fn)(void *arg, const struct foreign_key *k, bool pers, const void *data,
+			     size_t len, uint32_t checksum),
+		  void *arg)
+{
+	uint32_t owner;
+
+	for (owner = 1; owner <= CONFIG_NODES_MAX; owner++) {
+		struct foreign_link *ph = &f->owners[owner].pools, *pl;
+
+		for (pl = ph->next; pl != ph; pl = pl->next) {
+			struct foreign_pool *p = foreign_entry(pl, struct foreign_pool, owner_link);
+			struct foreign_link *l;
+
+			for (l = p->objs.next; l != &p->objs; l = l->next) {
+				struct foreign_obj *o = foreign_entry(l, struct foreign_obj, pool_link);
+				struct foreign_link *gl;
+
+				for (gl = o->pages.next; gl != &o->pages; gl = gl->next) {
+					struct foreign_page *g =
+					    foreign_entry(gl, struct foreign_page, obj_link);
+					struct foreign_key k = {owner, p->incarnation, p->pool,
+								{o->oid[0], o->oid[1], o->oid[2]},
+								g->index};
+
+					if (fn(arg, &k, g->pers, g->data, g->len, g->checksum))
+						return true;
+				}
+			}
+		}
+	}
+	return false;
+}
+
 /* ---- stats -------------------------------------------------------------- */
 
 void foreign_get_stats(const struct foreign *f, struct foreign_stats *s)

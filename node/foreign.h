@@ -57,6 +57,15 @@ uint64_t foreign_flush_pool(struct foreign *f, uint32_t owner, uint64_t incarnat
  */
 uint64_t foreign_drop_owner(struct foreign *f, uint32_t owner, uint64_t keep);
 
+/*
+ * Call fn for every page (owner by owner) until it returns true; fn must not
+ * change the store. @return true if fn stopped the walk.
+ */
+bool foreign_walk(struct foreign *f,
+		  bool (*fn)(void *arg, const struct foreign_key *k, bool pers, const void *data,
+			     size_t len, uint32_t checksum),
+		  void *arg);
+
 struct foreign_stats {
 	uint64_t pages;          /* pages held now */
 	uint64_t bytes;          /* compressed bytes held */

@@ -1843,9 +1843,7 @@ size_t nbd_export_count(const struct nbd *n)
 
 static int nbd_count_remote(void *arg, struct tmem_ref ref, bool pers, uint64_t *pampd)
 {
-	struct zcache_remote r;
-
-	if (*pampd && zcache_pampd_remote(*pampd, &r))
+	if (*pampd && zcache_pampd_is_remote(*pampd))
 		++*(uint64_t *)arg;
 	return 0;
 }

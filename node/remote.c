@@ -35,7 +35,14 @@
 #define REMOTIFY_INFLIGHT 32      /* frames handed to the loop and not done */
 #define REMOTIFY_IDLE_MS 5        /* how often an idle thread looks at the tier */
 #define REMOTIFY_BACKOFF_MS 50    /* pause after a frame found no peer */
-#define REMOTIFY_TRIES 3          /* peers tried for one page */
+#define REMOTIFY_TRIES 3          /* peers tried for one page (plus one per extra copy) */
+#define REPAIR_INFLIGHT 8         /* re-replications at once */
+#define REPAIR_TICK_MS 10         /* the repair walk's pace */
+#define REPAIR_WALK 4096          /* records looked at a tick, at most */
+#define REPAIR_IDLE_MS 500        /* pause after a pass that could mend nothing */
+#define DRAIN_INFLIGHT 8          /* pages handed back at once */
+#define DRAIN_TICK_MS 10
+#define DRAIN_RETRY_MS 200        /* pause after a page nobody could take */
 
 /* ---- structures -------------------------------------------------------------- */
 
@@ -48,6 +55,8 @@ struct rpage {
 	uint32_t node;      /* the peer asked now */
 	uint64_t tried;     /* peers that refused or failed */
 	unsigned tries;
+	unsigned want;      /* copies to place: replicas for a persistent page, else 1 */
+	struct replica_set set; /* the copies acknowledged so far */
 };
 
 /* One zombie frame handed from the thread to the loop. */
@@ -85,7 +94,10 @@ struct rget {
 	struct tmem_handle h;
 	bool pers, destructive;
 	uint64_t pampd;
-	uint32_t node;
+	struct replica_set set;      /* the holders when the get began */
+	uint8_t order[REPLICA_MAX];  /* live holders to ask, nearest first */
+	unsigned n_order, next;
+	unsigned attempt_ms;         /* each asked within this */
 	void *page;
 	remote_get_fn cb;
 	void *arg;
@@ -101,6 +113,8 @@ struct remote {
 	unsigned timeout_ms;
 	unsigned high, low;
 	bool rem_eph, rem_pers;
+	unsigned replicas;          /* copies of a persistent page */
+	unsigned repair_rate;       /* re-replications a second, at most */
 
 	/* the remotify thread, and what it hands to the loop (under lock) */
 	pthread_t thread;
@@ -125,6 +139,26 @@ struct remote {
 	    served_get_misses, served_flushes;
 	uint64_t owner_drops;
 	uint64_t pings, served_echoes;
+	uint64_t copies_placed, partial_flushes, get_fallovers;
+
+	/* re-replication (loop thread) */
+	ev_timer repair_timer;
+	bool repair_on;
+	uint32_t repair_cursor;
+	unsigned repair_inflight;
+	uint64_t repair_busy[REPAIR_INFLIGHT];   /* ids being mended */
+	double repair_tokens;
+	bool repair_progress;                   /* this pass mended something */
+	uint64_t rereplicated, repair_failed, repair_stale, replica_lost, repair_passes;
+
+	/* drain (loop thread) */
+	ev_timer drain_timer;
+	bool draining;
+	unsigned drain_inflight;
+	struct foreign_key drain_busy[DRAIN_INFLIGHT];
+	bool drain_busy_used[DRAIN_INFLIGHT];
+	uint64_t drain_returned, drain_orphans, drain_failed, drain_refused;
+	uint64_t returns_served, returns_refused;
 };
 
 static void page_from_handle(Ramster__Peer__Page *pg, const struct tmem_handle *h, unsigned flags,
@@ -353,15 +387,62 @@ static void job_page_done(struct rjob *job)
 	free(job);
 }
 
+/* Copies acknowledged so far are of no use: the page stays in its frame. */
+static void page_drop_copies(struct rpage *p)
+{
+	struct remote *r = p->job->r;
+	unsigned k;
+
+	for (k = 0; k < p->set.n; k++) {
+		r->partial_flushes++;
+		flush_queue(r, p->set.node[k], RAMSTER__PEER__OP__P_FLUSH, &p->job->out.p[p->i].h);
+	}
+	p->set.n = 0;
+}
+
 static void page_failed(struct rpage *p)
 {
 	struct remote *r = p->job->r;
 
+	page_drop_copies(p);
 	r->pages_failed++;
 	pthread_mutex_lock(&r->lock);
 	r->backoff_until_ns = clock_now_ns() + REMOTIFY_BACKOFF_MS * 1000000ull;
 	pthread_mutex_unlock(&r->lock);
 	job_page_done(p->job);
+}
+
+static uint64_t set_mask(const struct replica_set *s)
+{
+	uint64_t m = 0;
+	unsigned k;
+
+	for (k = 0; k < s->n; k++)
+		m |= 1ull << (s->node[k] - 1);
+	return m;
+}
+
+/* Every copy is acknowledged: point the handle at them and free the frame's copy. */
+static void page_commit(struct rpage *p)
+{
+	struct rjob *job = p->job;
+	struct remote *r = job->r;
+	struct zcache_out_page *op = &job->out.p[p->i];
+	int rc;
+
+	p->set.len = op->len;
+	p->set.checksum = op->checksum;
+	rc = zcache_remotify_commit(r->z, &job->out, p->i, &p->set);
+	if (rc == 0) {
+		r->pages_placed++;
+		r->copies_placed += p->set.n;
+		job->placed = true;
+	} else {
+		/* changed while in flight (or no memory for the record): the copies are stale */
+		r->stale_flushes++;
+		page_drop_copies(p);
+	}
+	job_page_done(job);
 }
 
 static void put_cb(void *arg, int result, const Ramster__Peer__Msg *reply, const uint8_t *payload,
@@ -370,29 +451,26 @@ static void put_cb(void *arg, int result, const Ramster__Peer__Msg *reply, const
 	struct rpage *p = arg;
 	struct rjob *job = p->job;
 	struct remote *r = job->r;
-	struct zcache_out_page *op = &job->out.p[p->i];
 
 	if (result == 0) {
-		struct zcache_remote rm = { p->node, cluster_epoch(r->cl, p->node) & 255, op->len,
-					    op->checksum };
+		unsigned k = p->set.n++;
 
-		if (zcache_remotify_commit(r->z, &job->out, p->i, &rm) == 0) {
-			r->pages_placed++;
-			job->placed = true;
-		} else {
-			/* changed while in flight: the copy there is stale */
-			r->stale_flushes++;
-			flush_queue(r, p->node, RAMSTER__PEER__OP__P_FLUSH, &op->h);
+		p->set.node[k] = (uint8_t)p->node;
+		p->set.epoch[k] = (uint8_t)(cluster_epoch(r->cl, p->node) & 255);
+		if (p->set.n < p->want) {
+			page_send(p); /* the next copy, on another peer */
+			return;
 		}
-		job_page_done(job);
+		page_commit(p);
 		return;
 	}
 	if (result == -ECANCELED) {
+		page_drop_copies(p);
 		job_page_done(job);
 		return;
 	}
 	p->tried |= 1ull << (p->node - 1);
-	if (p->tries < REMOTIFY_TRIES) {
+	if (p->tries < REMOTIFY_TRIES + p->want - 1) {
 		r->retries++;
 		page_send(p);
 		return;
@@ -409,31 +487,34 @@ static void page_send(struct rpage *p)
 	Ramster__Peer__Page pg;
 	int node;
 
-	node = cluster_pick(r->cl, op->len, p->tried);
-	if (node < 0) {
-		r->no_target++;
-		page_failed(p);
-		return;
-	}
-	p->node = (uint32_t)node;
-	p->tries++;
-	page_from_handle(&pg, &op->h, op->pers ? PAGE_PERSISTENT : 0, op->checksum);
-	m.op = RAMSTER__PEER__OP__P_PUT;
-	m.page = &pg;
-	if (cluster_request(r->cl, p->node, &m, op->data, op->len, r->timeout_ms, put_cb, p)) {
-		p->tried |= 1ull << (p->node - 1);
-		if (p->tries < REMOTIFY_TRIES) {
-			page_send(p);
+	for (;;) {
+		/* never two copies on one peer: one death must not take both */
+		node = cluster_pick(r->cl, op->len, p->tried | set_mask(&p->set));
+		if (node < 0) {
+			r->no_target++;
+			page_failed(p);
 			return;
 		}
-		page_failed(p);
-		return;
+		p->node = (uint32_t)node;
+		p->tries++;
+		page_from_handle(&pg, &op->h, op->pers ? PAGE_PERSISTENT : 0, op->checksum);
+		m.op = RAMSTER__PEER__OP__P_PUT;
+		m.page = &pg;
+		if (!cluster_request(r->cl, p->node, &m, op->data, op->len, r->timeout_ms, put_cb,
+				     p))
+			break;
+		p->tried |= 1ull << (p->node - 1);
+		if (p->tries >= REMOTIFY_TRIES + p->want - 1) {
+			page_failed(p);
+			return;
+		}
 	}
 	r->pages_sent++;
 }
 
 static void job_start(struct rjob *job)
 {
+	struct remote *r = job->r;
 	unsigned i;
 
 	job->pending = 1; /* held until every page is started */
@@ -441,6 +522,7 @@ static void job_start(struct rjob *job)
 		if (!job->out.p[i].resolved)
 			continue;
 		job->pg[i] = (struct rpage){ .job = job, .i = i };
+		job->pg[i].want = job->out.p[i].pers ? r->replicas : 1;
 		job->pending++;
 		page_send(&job->pg[i]);
 	}
@@ -544,12 +626,13 @@ static void get_finish(struct rget *g, int result, const uint8_t *payload, size_
 {
 	struct remote *r = g->r;
 	bool home = false;
+	unsigned k;
 	int res;
 
-	res = zcache_repatriate_finish(r->z, &g->h, g->pampd, g->destructive, result, payload, plen,
-				       g->page, &home);
-	if (home)
-		flush_queue(r, g->node, RAMSTER__PEER__OP__P_FLUSH, &g->h);
+	res = zcache_repatriate_finish(r->z, &g->h, g->pampd, &g->set, g->destructive, result,
+				       payload, plen, g->page, &home);
+	for (k = 0; home && k < g->set.n; k++)
+		flush_queue(r, g->set.node[k], RAMSTER__PEER__OP__P_FLUSH, &g->h);
 	if (res == 0)
 		r->get_hits++;
 	else if (g->pers)
@@ -563,36 +646,615 @@ static void get_finish(struct rget *g, int result, const uint8_t *payload, size_
 	free(g);
 }
 
+static void get_ask(struct rget *g);
+
 static void get_cb(void *arg, int result, const Ramster__Peer__Msg *reply, const uint8_t *payload,
 		   size_t plen)
 {
-	get_finish(arg, result, payload, plen);
+	struct rget *g = arg;
+	struct remote *r = g->r;
+
+	if (result == 0 && (plen != g->set.len || zcache_checksum(payload, plen) != g->set.checksum))
+		result = -EILSEQ; /* a bad copy: another holder may have a good one */
+	if (result && result != -ECANCELED && g->next < g->n_order) {
+		r->get_fallovers++;
+		get_ask(g);
+		return;
+	}
+	if (result == -EILSEQ)
+		result = 0; /* the last copy: zcache counts the checksum error */
+	get_finish(g, result, payload, plen);
+}
+
+/* Ask the next live holder in order; with none left the page is lost. */
+static void get_ask(struct rget *g)
+{
+	struct remote *r = g->r;
+	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
+	Ramster__Peer__Page pg;
+
+	while (g->next < g->n_order) {
+		uint32_t node = g->order[g->next++];
+
+		page_from_handle(&pg, &g->h,
+				 (g->pers ? PAGE_PERSISTENT : 0) | (g->destructive ? PAGE_DELETE : 0),
+				 0);
+		m.op = RAMSTER__PEER__OP__P_GET;
+		m.page = &pg;
+		if (cluster_request(r->cl, node, &m, NULL, 0, g->attempt_ms, get_cb, g) == 0)
+			return;
+		r->get_fallovers++;
+	}
+	get_finish(g, -EHOSTDOWN, NULL, 0);
 }
 
 void remote_get(struct remote *r, const struct tmem_handle *h, bool pers, bool destructive,
 		uint64_t pampd, void *page, remote_get_fn cb, void *arg)
 {
-	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
-	Ramster__Peer__Page pg;
-	struct zcache_remote rm;
 	struct rget *g = calloc(1, sizeof(*g));
+	double rtt[REPLICA_MAX];
+	unsigned k, j, again;
+	int rc;
 
-	if (!g || !zcache_pampd_remote(pampd, &rm)) {
-		free(g);
+	if (!g) {
 		cb(arg, pers ? -EIO : -ENOENT);
 		return;
 	}
-	*g = (struct rget){ r, *h, pers, destructive, pampd, rm.node, page, cb, arg };
+	for (again = 0; zcache_remote_holders(r->z, pampd, &g->set); again++) {
+		/* another thread changed the page since tmem looked: look again */
+		rc = tmem_get_ex(r->t, h->pool, &h->oid, h->index, page, &pampd);
+		if (rc != -EREMOTE || again == 3) {
+			free(g);
+			cb(arg, rc == -EREMOTE ? -EIO : rc);
+			return;
+		}
+	}
+	g->r = r;
+	g->h = *h;
+	g->pers = pers;
+	g->destructive = destructive;
+	g->pampd = pampd;
+	g->page = page;
+	g->cb = cb;
+	g->arg = arg;
 	r->gets++;
-	if (!cluster_alive(r->cl, rm.node, rm.epoch)) {
-		get_finish(g, -EHOSTDOWN, NULL, 0);
+	/* the live holders, nearest (smallest heartbeat round trip) first */
+	for (k = 0; k < g->set.n; k++) {
+		uint32_t node = g->set.node[k];
+		double t;
+
+		if (!cluster_alive(r->cl, node, g->set.epoch[k]))
+			continue;
+		t = cluster_rtt_us(r->cl, node);
+		for (j = g->n_order; j > 0 && rtt[j - 1] > t; j--) {
+			g->order[j] = g->order[j - 1];
+			rtt[j] = rtt[j - 1];
+		}
+		g->order[j] = (uint8_t)node;
+		rtt[j] = t;
+		g->n_order++;
+	}
+	/* all of them within the request timeout */
+	g->attempt_ms = g->n_order > 1 ? r->timeout_ms / g->n_order : r->timeout_ms;
+	if (g->attempt_ms < 20)
+		g->attempt_ms = 20;
+	get_ask(g);
+}
+
+/* ---- re-replication ------------------------------------------------------------------------- */
+
+/*
+ * A peer's death marks every replica record it held a copy in as degraded
+ * (replica_mark_holder). The repair walk goes over the table at a bounded
+ * pace, and for each degraded record copies the page from a live holder
+ * (P_GET) to a new peer (P_PUT), then moves the record's dead slot there
+ * (zcache_remote_move: only if the page is still the one read). A record
+ * with no live holder is lost: counted and logged once, and its gets answer
+ * -EIO. The walk ends when nothing is degraded and nothing is in flight.
+ */
+
+struct rrepair {
+	struct remote *r;
+	unsigned slot;            /* in r->repair_busy */
+	uint64_t id;
+	struct tmem_handle h;
+	bool pers;
+	struct replica_set set;
+	unsigned from;            /* the dead holder whose copy is made again */
+	uint64_t asked;           /* live holders asked for the bytes */
+	uint64_t tried;           /* targets that failed */
+	unsigned tries;
+	uint32_t to;
+	size_t len;
+	uint8_t data[4096];
+};
+
+static void repair_kick(struct remote *r)
+{
+	if (r->repair_on)
+		return;
+	r->repair_on = true;
+	r->repair_cursor = 0;
+	ev_timer_again(r->loop, &r->repair_timer);
+}
+
+static void repair_end(struct rrepair *p, bool mended)
+{
+	struct remote *r = p->r;
+
+	r->repair_busy[p->slot] = 0;
+	r->repair_inflight--;
+	if (mended)
+		r->repair_progress = true;
+	else
+		r->repair_failed++;
+	free(p);
+}
+
+static void log_lost(const struct tmem_handle *h)
+{
+	log_warn("persistent page lost: every holder of its copies died (pool %u, object "
+		 "%016llx.%016llx.%016llx, index %u): its gets answer -EIO",
+		 h->pool, (unsigned long long)h->oid.w[0], (unsigned long long)h->oid.w[1],
+		 (unsigned long long)h->oid.w[2], h->index);
+}
+
+static void repair_put(struct rrepair *p);
+
+static void repair_put_cb(void *arg, int result, const Ramster__Peer__Msg *reply,
+			  const uint8_t *payload, size_t plen)
+{
+	struct rrepair *p = arg;
+	struct remote *r = p->r;
+	struct replica_set now;
+	uint64_t pampd;
+	unsigned k, alive = 0;
+	int rc;
+
+	if (result == -ECANCELED) {
+		repair_end(p, false);
 		return;
 	}
-	page_from_handle(&pg, h, (pers ? PAGE_PERSISTENT : 0) | (destructive ? PAGE_DELETE : 0), 0);
-	m.op = RAMSTER__PEER__OP__P_GET;
+	if (result) {
+		p->tried |= 1ull << (p->to - 1);
+		repair_put(p);
+		return;
+	}
+	rc = zcache_remote_move(r->z, &p->h, zcache_replica_pampd(p->id), p->from, p->to,
+				cluster_epoch(r->cl, p->to) & 255, &pampd);
+	if (rc) {
+		/* the page changed or went away meanwhile: the new copy is stale */
+		r->repair_stale++;
+		flush_queue(r, p->to, RAMSTER__PEER__OP__P_FLUSH, &p->h);
+		repair_end(p, true);
+		return;
+	}
+	r->rereplicated++;
+	if (zcache_remote_holders(r->z, pampd, &now) == 0) {
+		for (k = 0; k < now.n; k++)
+			alive += cluster_alive(r->cl, now.node[k], now.epoch[k]);
+		if (alive == now.n)
+			replica_set_state(zcache_replicas(r->z), pampd & ~3ull, 0);
+	}
+	repair_end(p, true);
+}
+
+/* Place the bytes on a peer that holds no copy yet. */
+static void repair_put(struct rrepair *p)
+{
+	struct remote *r = p->r;
+	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
+	Ramster__Peer__Page pg;
+	uint64_t holders = 0;
+	unsigned k;
+	int node;
+
+	for (k = 0; k < p->set.n; k++)
+		holders |= 1ull << (p->set.node[k] - 1);
+	while (p->tries < REMOTIFY_TRIES) {
+		node = cluster_pick(r->cl, p->len, holders | p->tried);
+		if (node < 0)
+			break;
+		p->to = (uint32_t)node;
+		p->tries++;
+		page_from_handle(&pg, &p->h, p->pers ? PAGE_PERSISTENT : 0, p->set.checksum);
+		m.op = RAMSTER__PEER__OP__P_PUT;
+		m.page = &pg;
+		if (cluster_request(r->cl, p->to, &m, p->data, p->len, r->timeout_ms, repair_put_cb,
+				    p) == 0)
+			return;
+		p->tried |= 1ull << (p->to - 1);
+	}
+	r->no_target++;
+	repair_end(p, false);
+}
+
+static void repair_fetch(struct rrepair *p);
+
+static void repair_got(void *arg, int result, const Ramster__Peer__Msg *reply,
+		       const uint8_t *payload, size_t plen)
+{
+	struct rrepair *p = arg;
+
+	if (result == -ECANCELED) {
+		repair_end(p, false);
+		return;
+	}
+	if (result || plen != p->set.len || zcache_checksum(payload, plen) != p->set.checksum) {
+		repair_fetch(p); /* another live holder, if any */
+		return;
+	}
+	memcpy(p->data, payload, plen);
+	p->len = plen;
+	repair_put(p);
+}
+
+/* Ask a live holder (nearest first) that was not asked yet for the bytes. */
+static void repair_fetch(struct rrepair *p)
+{
+	struct remote *r = p->r;
+	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
+	Ramster__Peer__Page pg;
+
+	for (;;) {
+		unsigned k, best = REPLICA_MAX;
+		double best_rtt = 0;
+
+		for (k = 0; k < p->set.n; k++) {
+			unsigned node = p->set.node[k];
+			double t;
+
+			if ((p->asked & (1ull << (node - 1))) ||
+			    !cluster_alive(r->cl, node, p->set.epoch[k]))
+				continue;
+			t = cluster_rtt_us(r->cl, node);
+			if (best == REPLICA_MAX || t < best_rtt) {
+				best = k;
+				best_rtt = t;
+			}
+		}
+		if (best == REPLICA_MAX) {
+			repair_end(p, false);
+			return;
+		}
+		p->asked |= 1ull << (p->set.node[best] - 1);
+		page_from_handle(&pg, &p->h, p->pers ? PAGE_PERSISTENT : 0, 0);
+		m.op = RAMSTER__PEER__OP__P_GET;
+		m.page = &pg;
+		if (cluster_request(r->cl, p->set.node[best], &m, NULL, 0, r->timeout_ms, repair_got,
+				    p) == 0)
+			return;
+	}
+}
+
+/* A record the walk met; start mending it if it is degraded and not in hand already. */
+static void repair_visit(void *arg, uint64_t id, const struct tmem_handle *h, bool pers,
+			 const struct replica_set *s)
+{
+	struct remote *r = arg;
+	struct rrepair *p;
+	unsigned k, slot = REPAIR_INFLIGHT, alive = 0, from = 0;
+
+	if (!(s->state & REPLICA_DEGRADED))
+		return;
+	for (k = 0; k < REPAIR_INFLIGHT; k++) {
+		if (r->repair_busy[k] >> 32 == id >> 32)
+			return; /* this record (under an older id, maybe) is being mended */
+		if (!r->repair_busy[k] && slot == REPAIR_INFLIGHT)
+			slot = k;
+	}
+	for (k = 0; k < s->n; k++) {
+		if (cluster_alive(r->cl, s->node[k], s->epoch[k]))
+			alive++;
+		else if (!from)
+			from = s->node[k];
+	}
+	if (!from) {
+		replica_set_state(zcache_replicas(r->z), id, 0); /* healed meanwhile */
+		return;
+	}
+	if (!alive) {
+		replica_set_state(zcache_replicas(r->z), id, REPLICA_LOST);
+		r->replica_lost++;
+		log_lost(h);
+		return;
+	}
+	if (slot == REPAIR_INFLIGHT || !(p = calloc(1, sizeof(*p))))
+		return;
+	*p = (struct rrepair){ .r = r, .slot = slot, .id = id, .h = *h, .pers = pers, .set = *s,
+			       .from = from };
+	r->repair_busy[slot] = id;
+	r->repair_inflight++;
+	r->repair_tokens -= 1;
+	repair_fetch(p);
+}
+
+static void repair_tick(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct remote *r = (struct remote *)((char *)w - offsetof(struct remote, repair_timer));
+	struct replica_table *t = zcache_replicas(r->z);
+	unsigned walked = 0;
+
+	r->repair_tokens += r->repair_rate * (REPAIR_TICK_MS / 1000.0);
+	if (r->repair_tokens > r->repair_rate / 10.0 + 1)
+		r->repair_tokens = r->repair_rate / 10.0 + 1; /* no bursts after a pause */
+	w->repeat = REPAIR_TICK_MS / 1000.0;
+	while (r->repair_inflight < REPAIR_INFLIGHT && r->repair_tokens >= 1 &&
+	       walked < REPAIR_WALK) {
+		walked += (unsigned)replica_walk(t, &r->repair_cursor, 1, repair_visit, r);
+		if (r->repair_cursor)
+			continue;
+		/* a pass is over */
+		struct replica_usage u;
+
+		r->repair_passes++;
+		replica_usage(t, &u);
+		if (!u.degraded && !r->repair_inflight) {
+			r->repair_on = false;
+			ev_timer_stop(loop, w);
+			return;
+		}
+		if (!r->repair_progress)
+			w->repeat = REPAIR_IDLE_MS / 1000.0; /* nothing could be mended: wait */
+		r->repair_progress = false;
+		break;
+	}
+	ev_timer_again(loop, w);
+}
+
+/* ---- drain: hand every foreign page back to its owner ----------------------------------- */
+
+/*
+ * A draining node refuses new pages (and announces no free room), and sends
+ * each page it holds to its owner (P_RETURN with the bytes). The owner places
+ * it on another peer and moves its record there, then answers 0, and the page
+ * is dropped here; an owner that no longer wants the copy answers -ENOENT and
+ * it is dropped too. Anything else keeps the page for a later try.
+ */
+
+struct rdrain {
+	struct remote *r;
+	unsigned slot;
+};
+
+static void drain_ret_cb(void *arg, int result, const Ramster__Peer__Msg *reply,
+			 const uint8_t *payload, size_t plen)
+{
+	struct rdrain *d = arg;
+	struct remote *r = d->r;
+
+	if (result == 0 || result == -ENOENT || result == -EIO) {
+		foreign_flush(r->fs, &r->drain_busy[d->slot]);
+		if (result == 0)
+			r->drain_returned++;
+		else
+			r->drain_orphans++; /* the owner does not want this copy (or it is bad) */
+	} else if (result != -ECANCELED) {
+		r->drain_failed++;
+		ev_timer_set(&r->drain_timer, DRAIN_RETRY_MS / 1000.0, DRAIN_TICK_MS / 1000.0);
+	}
+	r->drain_busy_used[d->slot] = false;
+	r->drain_inflight--;
+	free(d);
+}
+
+static bool key_eq(const struct foreign_key *a, const struct foreign_key *b)
+{
+	return a->owner == b->owner && a->incarnation == b->incarnation && a->pool == b->pool &&
+	       a->oid[0] == b->oid[0] && a->oid[1] == b->oid[1] && a->oid[2] == b->oid[2] &&
+	       a->index == b->index;
+}
+
+/* A page of the walk: hand it back unless in hand already. @return true to stop the walk. */
+static bool drain_visit(void *arg, const struct foreign_key *k, bool pers, const void *data,
+			size_t len, uint32_t checksum)
+{
+	struct remote *r = arg;
+	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
+	Ramster__Peer__Page pg;
+	struct rdrain *d;
+	unsigned i, slot = DRAIN_INFLIGHT;
+
+	for (i = 0; i < DRAIN_INFLIGHT; i++) {
+		if (r->drain_busy_used[i] && key_eq(&r->drain_busy[i], k))
+			return false;
+		if (!r->drain_busy_used[i] && slot == DRAIN_INFLIGHT)
+			slot = i;
+	}
+	if (slot == DRAIN_INFLIGHT)
+		return true;
+	d = malloc(sizeof(*d));
+	if (!d)
+		return true;
+	*d = (struct rdrain){ r, slot };
+	ramster__peer__page__init(&pg);
+	pg.pool = k->pool;
+	pg.oid0 = k->oid[0];
+	pg.oid1 = k->oid[1];
+	pg.oid2 = k->oid[2];
+	pg.index = k->index;
+	pg.flags = pers ? PAGE_PERSISTENT : 0;
+	pg.checksum = checksum;
+	m.op = RAMSTER__PEER__OP__P_RETURN;
 	m.page = &pg;
-	if (cluster_request(r->cl, rm.node, &m, NULL, 0, r->timeout_ms, get_cb, g))
-		get_finish(g, -EHOSTDOWN, NULL, 0);
+	if (cluster_request(r->cl, k->owner, &m, data, len, r->timeout_ms, drain_ret_cb, d)) {
+		free(d);
+		r->drain_failed++;
+		return false;
+	}
+	r->drain_busy[slot] = *k;
+	r->drain_busy_used[slot] = true;
+	r->drain_inflight++;
+	return r->drain_inflight >= DRAIN_INFLIGHT;
+}
+
+static void drain_tick(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct remote *r = (struct remote *)((char *)w - offsetof(struct remote, drain_timer));
+
+	if (r->drain_inflight < DRAIN_INFLIGHT)
+		foreign_walk(r->fs, drain_visit, r);
+	ev_timer_set(w, DRAIN_TICK_MS / 1000.0, DRAIN_TICK_MS / 1000.0);
+	ev_timer_again(loop, w);
+}
+
+int remote_drain(struct remote *r, bool on)
+{
+	struct foreign_stats fs;
+
+	foreign_get_stats(r->fs, &fs);
+	if (on == r->draining)
+		return 0;
+	r->draining = on;
+	if (on) {
+		log_notice("draining: refusing new pages from peers, handing %llu held pages to "
+			   "their owners",
+			   (unsigned long long)fs.pages);
+		ev_timer_set(&r->drain_timer, 0, DRAIN_TICK_MS / 1000.0);
+		ev_timer_start(r->loop, &r->drain_timer);
+	} else {
+		log_notice("drain ended: taking pages from peers again (%llu still held)",
+			   (unsigned long long)fs.pages);
+		ev_timer_stop(r->loop, &r->drain_timer);
+	}
+	return 0;
+}
+
+/* ---- taking a copy back from a draining holder (the owner's side) ------------------------- */
+
+struct rreturn {
+	struct remote *r;
+	uint32_t from;            /* the draining holder */
+	uint64_t seq;             /* its request */
+	struct tmem_handle h;
+	bool pers;
+	uint64_t expect;          /* our descriptor of the page when it came */
+	uint64_t exclude;         /* its holders and the targets that failed */
+	unsigned tries;
+	uint32_t to;
+	size_t len;
+	uint32_t checksum;
+	uint8_t data[4096];
+};
+
+static void return_end(struct rreturn *q, int result)
+{
+	struct remote *r = q->r;
+
+	if (result)
+		r->returns_refused++;
+	else
+		r->returns_served++;
+	cluster_reply(r->cl, q->from, q->seq, result, NULL, NULL, 0);
+	free(q);
+}
+
+static void return_put(struct rreturn *q);
+
+static void return_put_cb(void *arg, int result, const Ramster__Peer__Msg *reply,
+			  const uint8_t *payload, size_t plen)
+{
+	struct rreturn *q = arg;
+	struct remote *r = q->r;
+	int rc;
+
+	if (result == -ECANCELED) {
+		free(q);
+		return;
+	}
+	if (result) {
+		q->exclude |= 1ull << (q->to - 1);
+		return_put(q);
+		return;
+	}
+	rc = zcache_remote_move(r->z, &q->h, q->expect, q->from, q->to,
+				cluster_epoch(r->cl, q->to) & 255, NULL);
+	if (rc) {
+		/* the page changed meanwhile: neither copy is wanted */
+		flush_queue(r, q->to, RAMSTER__PEER__OP__P_FLUSH, &q->h);
+		return_end(q, -ENOENT);
+		return;
+	}
+	return_end(q, 0);
+}
+
+static void return_put(struct rreturn *q)
+{
+	struct remote *r = q->r;
+	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
+	Ramster__Peer__Page pg;
+	int node;
+
+	while (q->tries < REMOTIFY_TRIES) {
+		node = cluster_pick(r->cl, q->len, q->exclude);
+		if (node < 0)
+			break;
+		q->to = (uint32_t)node;
+		q->tries++;
+		page_from_handle(&pg, &q->h, q->pers ? PAGE_PERSISTENT : 0, q->checksum);
+		m.op = RAMSTER__PEER__OP__P_PUT;
+		m.page = &pg;
+		if (cluster_request(r->cl, q->to, &m, q->data, q->len, r->timeout_ms, return_put_cb,
+				    q) == 0)
+			return;
+		q->exclude |= 1ull << (q->to - 1);
+	}
+	r->no_target++;
+	return_end(q, -ENOSPC);
+}
+
+struct peek {
+	uint64_t pampd;
+	bool pers;
+};
+
+static int peek_fn(void *arg, struct tmem_ref ref, bool pers, uint64_t *pampd)
+{
+	struct peek *k = arg;
+
+	k->pampd = *pampd;
+	k->pers = pers;
+	return 0;
+}
+
+/* P_RETURN from node: place its copy of our page elsewhere, then answer. */
+static void return_serve(struct remote *r, uint32_t node, const Ramster__Peer__Msg *m,
+			 const uint8_t *payload, size_t plen)
+{
+	struct tmem_handle h = { m->page->pool, { { m->page->oid0, m->page->oid1, m->page->oid2 } },
+				 m->page->index };
+	struct peek pk = { 0, false };
+	struct replica_set set;
+	struct rreturn *q;
+	unsigned k;
+	bool named = false;
+
+	tmem_update(r->t, &h, peek_fn, &pk);
+	if (!pk.pampd || zcache_remote_holders(r->z, pk.pampd, &set)) {
+		r->returns_refused++;
+		cluster_reply(r->cl, node, m->seq, -ENOENT, NULL, NULL, 0);
+		return;
+	}
+	for (k = 0; k < set.n; k++)
+		if (set.node[k] == node && cluster_alive(r->cl, node, set.epoch[k]))
+			named = true;
+	if (!named || plen != set.len || zcache_checksum(payload, plen) != set.checksum) {
+		/* not the copy we point at (stale or bad): it can go */
+		r->returns_refused++;
+		cluster_reply(r->cl, node, m->seq, named ? -EIO : -ENOENT, NULL, NULL, 0);
+		return;
+	}
+	q = malloc(sizeof(*q));
+	if (!q) {
+		cluster_reply(r->cl, node, m->seq, -ENOMEM, NULL, NULL, 0);
+		return;
+	}
+	*q = (struct rreturn){ .r = r, .from = node, .seq = m->seq, .h = h, .pers = pk.pers,
+			       .expect = pk.pampd, .len = plen, .checksum = set.checksum };
+	for (k = 0; k < set.n; k++)
+		q->exclude |= 1ull << (set.node[k] - 1);
+	memcpy(q->data, payload, plen);
+	return_put(q);
 }
 
 /* ---- ping: a diagnostic round trip through a peer ---------------------------------------------- */
@@ -671,7 +1333,10 @@ static void on_request(void *arg, uint32_t node, uint64_t session, const Ramster
 	key_of(&k, node, session, m->page);
 	switch (m->op) {
 	case RAMSTER__PEER__OP__P_PUT:
-		if (zcache_checksum(payload, plen) != m->page->checksum) {
+		if (r->draining) {
+			r->drain_refused++;
+			rc = -ENOSPC;
+		} else if (zcache_checksum(payload, plen) != m->page->checksum) {
 			r->served_checksum_errors++;
 			rc = -EIO;
 		} else {
@@ -717,6 +1382,9 @@ static void on_request(void *arg, uint32_t node, uint64_t session, const Ramster
 		foreign_flush_pool(r->fs, node, session, m->page->pool);
 		cluster_reply(r->cl, node, m->seq, 0, NULL, NULL, 0);
 		break;
+	case RAMSTER__PEER__OP__P_RETURN:
+		return_serve(r, node, m, payload, plen);
+		break;
 	default:
 		cluster_reply(r->cl, node, m->seq, -EOPNOTSUPP, NULL, NULL, 0);
 		break;
@@ -727,6 +1395,12 @@ static void on_peer_up(void *arg, uint32_t node, uint64_t session)
 {
 	struct remote *r = arg;
 	uint64_t n = foreign_drop_owner(r->fs, node, session);
+	struct replica_usage u;
+
+	/* a new target for pages below their replica count */
+	replica_usage(zcache_replicas(r->z), &u);
+	if (u.degraded)
+		repair_kick(r);
 
 	if (n) {
 		r->owner_drops += n;
@@ -746,6 +1420,13 @@ static void on_peer_down(void *arg, uint32_t node, const char *why)
 	if (n)
 		log_notice("dropped %llu pages held for node %u (%s)", (unsigned long long)n, node,
 			   why);
+	/* and its copies of our pages are gone: make them again elsewhere */
+	n = replica_mark_holder(zcache_replicas(r->z), node);
+	if (n) {
+		log_notice("%llu pages had a copy on node %u: re-replicating them",
+			   (unsigned long long)n, node);
+		repair_kick(r);
+	}
 }
 
 static void on_donate(void *arg, uint64_t *free_bytes, uint64_t *total)
@@ -755,7 +1436,7 @@ static void on_donate(void *arg, uint64_t *free_bytes, uint64_t *total)
 
 	foreign_get_stats(r->fs, &s);
 	*total = s.budget;
-	*free_bytes = s.used < s.budget ? s.budget - s.used : 0;
+	*free_bytes = s.used < s.budget && !r->draining ? s.budget - s.used : 0;
 }
 
 static uint64_t on_foreign_pages(void *arg, uint32_t node)
@@ -797,6 +1478,11 @@ struct remote *remote_create(struct ev_loop *loop, struct zcache *z, const struc
 	r->low = cfg->low_watermark_pct;
 	r->rem_eph = cfg->remotify_ephemeral;
 	r->rem_pers = cfg->remotify_persistent;
+	r->replicas = cfg->replicas ? cfg->replicas : 1;
+	r->repair_rate = cfg->rereplicate_rate ? cfg->rereplicate_rate : 2000;
+	ev_init(&r->repair_timer, repair_tick);
+	r->repair_timer.repeat = REPAIR_TICK_MS / 1000.0;
+	ev_init(&r->drain_timer, drain_tick);
 	/* bring repatriated pages home only below the low watermark, or remotify
 	 * would push them straight out again */
 	{
@@ -851,6 +1537,8 @@ void remote_destroy(struct remote *r)
 		zcache_remotify_done(r->z, &job->out);
 		free(job);
 	}
+	ev_timer_stop(r->loop, &r->repair_timer);
+	ev_timer_stop(r->loop, &r->drain_timer);
 	/* In-flight requests are cancelled (their callbacks finish the frames). */
 	cluster_destroy(r->cl);
 	r->cl = NULL;
@@ -910,7 +1598,42 @@ void remote_foreach_stat(struct remote *r,
 	R(owner_drops, "pages dropped because their owner died, restarted or re-linked");
 	R(pings, "diagnostic round trips through a peer (ramster_ping)");
 	R(served_echoes, "diagnostic round trips answered for peers");
+	R(copies_placed, "page copies peers acknowledged (replicas per persistent page)");
+	R(partial_flushes, "copies flushed because a page could not get all its replicas");
+	R(get_fallovers, "remote gets that asked the next holder (one failed or was bad)");
+	R(returns_served, "copies a draining peer handed back, placed elsewhere");
+	R(returns_refused, "copies a draining peer handed back that were not wanted or placed");
 #undef R
+	{
+		struct replica_usage u;
+
+		replica_usage(zcache_replicas(r->z), &u);
+		fn(arg, "replica_target", r->replicas, "copies kept of each remote persistent page");
+		fn(arg, "replica_below_target", u.degraded,
+		   "remote persistent pages with fewer live copies than the target now");
+		fn(arg, "replica_lost_now", u.lost,
+		   "remote persistent pages with no live copy now (gets answer -EIO)");
+	}
+	fn(arg, "replica_rereplicated", r->rereplicated, "copies made again after a holder died");
+	fn(arg, "replica_repair_failed", r->repair_failed,
+	   "re-replications that failed (no source or no target; tried again)");
+	fn(arg, "replica_repair_stale", r->repair_stale,
+	   "re-replicated copies flushed: the page changed meanwhile");
+	fn(arg, "replica_lost", r->replica_lost, "persistent pages whose every copy died (logged)");
+	fn(arg, "replica_repair_passes", r->repair_passes, "passes of the repair walk");
+	fn(arg, "replica_repair_active", r->repair_on, "1 while re-replication is running");
+	{
+		struct foreign_stats ds;
+
+		foreign_get_stats(r->fs, &ds);
+		fn(arg, "drain_active", r->draining, "1 while this node is draining or drained");
+		fn(arg, "drain_pages_left", r->draining ? ds.pages : 0,
+		   "pages still held for peers while draining");
+	}
+	fn(arg, "drain_returned", r->drain_returned, "pages handed to their owners (drain)");
+	fn(arg, "drain_orphans", r->drain_orphans, "pages dropped in a drain: the owner no longer wanted them");
+	fn(arg, "drain_failed", r->drain_failed, "hand-backs that failed (tried again)");
+	fn(arg, "drain_refused", r->drain_refused, "peer pages refused while draining");
 	foreign_get_stats(r->fs, &fs);
 	fn(arg, "foreign_pages", fs.pages, "pages held for peers now");
 	fn(arg, "foreign_bytes", fs.bytes, "their compressed bytes");

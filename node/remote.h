@@ -60,6 +60,13 @@ void remote_ping(struct remote *r, uint32_t node, const void *page, void *back, 
 void *remote_wait_room(struct remote *r, unsigned ms, void (*cb)(void *arg), void *arg);
 void remote_wait_cancel(struct remote *r, void *token);
 
+/*
+ * Drain (on) this node: refuse new pages from peers and hand every page held
+ * for them back to its owner, who places it elsewhere; or end that (off).
+ * Progress is in the drain_* stats. @return 0.
+ */
+int remote_drain(struct remote *r, bool on);
+
 /* The cluster (for peers listings). */
 struct cluster *remote_cluster(struct remote *r);
 

@@ -35,6 +35,7 @@ static const char *const stats_ops[STATS_OPS] = {
 	[10] = "peers",
 	[11] = "exports",
 	[12] = "ping",
+	[13] = "drain",
 };
 /* clang-format on */
 

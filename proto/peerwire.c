@@ -47,6 +47,9 @@ static const struct peerwire_rule peerwire_rules[] = {
 	[RAMSTER__PEER__OP__P_FLUSH_POOL] = { 1, PW_PAGE, PW_PAGE, 1, PW_KNOWN_FLAGS, 0, 0 },
 	/* a diagnostic round trip: the payload comes back in the reply */
 	[RAMSTER__PEER__OP__P_ECHO] = { 1, 0, 0, 1, 0, 0, PEERWIRE_PAGE_MAX },
+	/* a draining holder's copy, handed back to its owner */
+	[RAMSTER__PEER__OP__P_RETURN] = { 1, PW_PAGE, PW_PAGE, 1, PAGE_PERSISTENT, 1,
+					  PEERWIRE_PAGE_MAX },
 	/* the reply to a GET may carry the page (its checksum) and the bytes */
 	[RAMSTER__PEER__OP__P_REPLY] = { 1, 0, PW_PAGE, 1, PW_KNOWN_FLAGS, 0, PEERWIRE_PAGE_MAX },
 };

@@ -152,6 +152,7 @@ static const struct wire_op_rule wire_op_rules[] = {
     [RAMSTER__OP__OP_PEERS] = {1, 0, 0, 0},
     [RAMSTER__OP__OP_EXPORTS] = {1, 0, 0, 0},
     [RAMSTER__OP__OP_PING] = {1, 0, 0, 0},
+    [RAMSTER__OP__OP_DRAIN] = {1, 0, 0, 0},
 };
 
 static const struct wire_op_rule *wire_op_rule(int op)
@@ -181,6 +182,9 @@ static const char *wire_request_check(const struct wire_hdr *h, const Ramster__R
 			return "shared pool without a 16-byte uuid";
 		if (!(req->flags & RAMSTER_SHARED) && req->uuid.len != 0)
 			return "uuid on a private pool";
+	} else if (req->op == RAMSTER__OP__OP_DRAIN) {
+		if (req->flags > 1)
+			return "drain flags are 0 or 1";
 	} else if (req->uuid.len) {
 		/* client.proto: the uuid is empty but for a shared POOL_NEW */
 		return "unexpected uuid";

@@ -15,6 +15,7 @@
 #include <lzo/lzoconf.h>
 
 #include "tmem/compress.h"
+#include "tmem/replica.h"
 #include "tmem/zbud.h"
 #include "tmem/zcache.h"
 
@@ -24,13 +25,17 @@ enum pampd_kind { PAMPD_ZBUD = 1, PAMPD_ZERO = 2, PAMPD_REMOTE = 3 };
 
 /*
  * ZBUD:   bits 32..63 zbud handle.
- * REMOTE: bits 2..7 node - 1, 8..15 epoch, 16..28 compressed length,
- *         32..63 checksum.
+ * REMOTE: bit 29 clear: one holder: bits 2..7 node - 1, 8..15 epoch,
+ *         16..28 compressed length, 32..63 checksum;
+ *         bit 29 set: several holders: the rest is a replica table id.
  */
 #define PAMPD_KIND(p) ((unsigned)((p)&3u))
 #define PAMPD_HANDLE(p) ((uint32_t)((p) >> 32))
 #define PAMPD_MAKE_ZBUD(h) (((uint64_t)(h) << 32) | PAMPD_ZBUD)
 #define PAMPD_MAKE_ZERO ((uint64_t)PAMPD_ZERO)
+#define PAMPD_REC_BIT (1ull << 29)
+#define PAMPD_IS_REC(p) (PAMPD_KIND(p) == PAMPD_REMOTE && ((p)&PAMPD_REC_BIT))
+#define PAMPD_REC_ID(p) ((p) & ~3ull)
 
 /* Victims tried by one put before it is refused for want of room. */
 #define EVICT_TRIES 16
@@ -52,6 +57,7 @@ struct zcache {
 	atomic_uint_fast64_t remote_pages, remotified, remotify_stale, repatriated, brought_home;
 	atomic_uint_fast64_t checksum_errors, remote_lost;
 
+	struct replica_table *replicas;         /* holders of pages with several copies */
 	const struct zcache_remote_ops *remote; /* the collective, or NULL */
 	void *remote_arg;
 	uint64_t home_limit;                    /* frames; bring pages home below it */
@@ -64,21 +70,40 @@ struct zcache {
 
 /* ---- remote descriptors ------------------------------------------------------ */
 
-static uint64_t pampd_make_remote(const struct zcache_remote *r)
+static uint64_t pampd_make_single(unsigned node, unsigned epoch, unsigned len, uint32_t checksum)
 {
-	return PAMPD_REMOTE | (uint64_t)((r->node - 1) & 63) << 2 | (uint64_t)(r->epoch & 255) << 8 |
-	       (uint64_t)(r->len & 8191) << 16 | (uint64_t)r->checksum << 32;
+	return PAMPD_REMOTE | (uint64_t)((node - 1) & 63) << 2 | (uint64_t)(epoch & 255) << 8 |
+	       (uint64_t)(len & 8191) << 16 | (uint64_t)checksum << 32;
 }
 
-bool zcache_pampd_remote(uint64_t pampd, struct zcache_remote *r)
+int zcache_remote_holders(struct zcache *z, uint64_t pampd, struct replica_set *r)
 {
 	if (PAMPD_KIND(pampd) != PAMPD_REMOTE)
-		return false;
-	r->node = (unsigned)((pampd >> 2) & 63) + 1;
-	r->epoch = (unsigned)((pampd >> 8) & 255);
+		return -EINVAL;
+	if (PAMPD_IS_REC(pampd))
+		return replica_read(z->replicas, PAMPD_REC_ID(pampd), r, NULL);
+	memset(r, 0, sizeof(*r));
+	r->n = 1;
+	r->node[0] = (uint8_t)(((pampd >> 2) & 63) + 1);
+	r->epoch[0] = (uint8_t)((pampd >> 8) & 255);
 	r->len = (unsigned)((pampd >> 16) & 8191);
 	r->checksum = (uint32_t)(pampd >> 32);
-	return true;
+	return 0;
+}
+
+bool zcache_pampd_is_remote(uint64_t pampd)
+{
+	return PAMPD_KIND(pampd) == PAMPD_REMOTE;
+}
+
+/* Does any holder of r still have its copy (alive in the epoch it was placed in)? */
+static unsigned holders_alive(struct zcache *z, const struct replica_set *r)
+{
+	unsigned i, n = 0;
+
+	for (i = 0; z->remote && i < r->n; i++)
+		n += z->remote->alive(z->remote_arg, r->node[i], r->epoch[i]);
+	return n;
 }
 
 uint32_t zcache_checksum(const void *data, size_t len)
@@ -198,10 +223,9 @@ static int zcache_get_data(void *ctx, bool pers, uint64_t pampd, void *page)
 		}
 		return 0;
 	case PAMPD_REMOTE: {
-		struct zcache_remote r;
+		struct replica_set r;
 
-		zcache_pampd_remote(pampd, &r);
-		if (!z->remote || !z->remote->alive(z->remote_arg, r.node, r.epoch)) {
+		if (zcache_remote_holders(z, pampd, &r) || !holders_alive(z, &r)) {
 			CNT_INC(z->remote_lost);
 			return -EIO;
 		}
@@ -230,12 +254,16 @@ static void zcache_free_pampd(void *ctx, bool pers, uint64_t pampd, const struct
 		zbud_release(z->zbud, PAMPD_HANDLE(pampd));
 		break;
 	case PAMPD_REMOTE: {
-		struct zcache_remote r;
+		struct replica_set r;
+		unsigned i;
 
-		zcache_pampd_remote(pampd, &r);
 		CNT_SUB(z->remote_pages, 1);
-		if (!bulk && z->remote)
-			z->remote->flush_page(z->remote_arg, r.node, pers, h);
+		if (zcache_remote_holders(z, pampd, &r))
+			break;
+		if (PAMPD_IS_REC(pampd))
+			replica_remove(z->replicas, PAMPD_REC_ID(pampd));
+		for (i = 0; !bulk && z->remote && i < r.n; i++)
+			z->remote->flush_page(z->remote_arg, r.node[i], pers, h);
 		break;
 	}
 	default:
@@ -245,9 +273,15 @@ static void zcache_free_pampd(void *ctx, bool pers, uint64_t pampd, const struct
 
 static uint64_t zcache_pampd_nodes(void *ctx, uint64_t pampd)
 {
-	struct zcache_remote r;
+	struct replica_set r;
+	uint64_t nodes = 0;
+	unsigned i;
 
-	return zcache_pampd_remote(pampd, &r) ? 1ull << (r.node - 1) : 0;
+	if (zcache_remote_holders(ctx, pampd, &r))
+		return 0;
+	for (i = 0; i < r.n; i++)
+		nodes |= 1ull << (r.node[i] - 1);
+	return nodes;
 }
 
 static void zcache_flush_object(void *ctx, bool pers, const struct tmem_handle *h, uint64_t nodes)
@@ -320,13 +354,24 @@ int zcache_remotify_take(struct zcache *z, bool pers, struct zcache_out *o)
 }
 
 int zcache_remotify_commit(struct zcache *z, struct zcache_out *o, unsigned i,
-			   const struct zcache_remote *r)
+			   const struct replica_set *r)
 {
 	struct zcache_out_page *p = &o->p[i];
+	uint64_t pampd, id = 0;
 	int ret;
 
-	ret = tmem_replace(z->tmem, p->ref, PAMPD_MAKE_ZBUD(p->handle), pampd_make_remote(r), false);
+	if (r->n == 1) {
+		pampd = pampd_make_single(r->node[0], r->epoch[0], r->len, r->checksum);
+	} else {
+		ret = replica_add(z->replicas, &p->h, p->pers, r, &id);
+		if (ret)
+			return ret;
+		pampd = PAMPD_REMOTE | id;
+	}
+	ret = tmem_replace(z->tmem, p->ref, PAMPD_MAKE_ZBUD(p->handle), pampd, false);
 	if (ret) {
+		if (id)
+			replica_remove(z->replicas, id);
 		CNT_INC(z->remotify_stale);
 		return -ENOENT;
 	}
@@ -383,6 +428,8 @@ static int zcache_home_fn(void *arg, struct tmem_ref ref, bool pers, uint64_t *p
 	if (zbud_store(z->zbud, pers, c->cdata, (unsigned)c->clen,
 		       (struct zbud_ref){ ref.objno, ref.index }, &handle))
 		return 0;
+	if (PAMPD_IS_REC(*pampd))
+		replica_remove(z->replicas, PAMPD_REC_ID(*pampd));
 	*pampd = PAMPD_MAKE_ZBUD(handle);
 	CNT_INC(z->pers_pages);
 	CNT_ADD(z->pers_bytes, c->clen);
@@ -393,17 +440,16 @@ static int zcache_home_fn(void *arg, struct tmem_ref ref, bool pers, uint64_t *p
 }
 
 int zcache_repatriate_finish(struct zcache *z, const struct tmem_handle *h, uint64_t expect,
-			     bool destructive, int result, const void *cdata, size_t clen, void *page,
-			     bool *home)
+			     const struct replica_set *r, bool destructive, int result,
+			     const void *cdata, size_t clen, void *page, bool *home)
 {
-	struct zcache_remote r;
 	struct home_ctx c = { z, expect, destructive, 0, cdata, clen, false };
 
 	*home = false;
-	if (!zcache_pampd_remote(expect, &r))
+	if (PAMPD_KIND(expect) != PAMPD_REMOTE || !r)
 		return -EINVAL;
 	if (result == 0) {
-		if (clen != r.len || zcache_checksum(cdata, clen) != r.checksum) {
+		if (clen != r->len || zcache_checksum(cdata, clen) != r->checksum) {
 			CNT_INC(z->checksum_errors);
 			result = -EIO;
 		} else if (compress_unpage(cdata, clen, page)) {
@@ -421,6 +467,63 @@ int zcache_repatriate_finish(struct zcache *z, const struct tmem_handle *h, uint
 		CNT_INC(z->repatriated);
 	/* an ephemeral page that could not be had is a miss */
 	return result;
+}
+
+struct move_ctx {
+	struct zcache *z;
+	uint64_t expect;
+	unsigned from, to, epoch;
+	uint64_t now;
+	int ret;
+};
+
+/* Under the handle's bucket lock (tmem_update): the copy on from is now on to. */
+static int zcache_move_fn(void *arg, struct tmem_ref ref, bool pers, uint64_t *pampd)
+{
+	struct move_ctx *c = arg;
+	struct replica_set r;
+	uint64_t id;
+
+	c->ret = -ENOENT;
+	if (*pampd != c->expect || zcache_remote_holders(c->z, *pampd, &r))
+		return 0; /* changed meanwhile: the moved copy is stale */
+	if (!PAMPD_IS_REC(*pampd)) {
+		if (r.node[0] != c->from)
+			return 0;
+		*pampd = pampd_make_single(c->to, c->epoch, r.len, r.checksum);
+	} else {
+		c->ret = replica_move(c->z->replicas, PAMPD_REC_ID(*pampd), c->from, c->to, c->epoch,
+				      &id);
+		if (c->ret)
+			return 0;
+		*pampd = PAMPD_REMOTE | id;
+	}
+	c->now = *pampd;
+	c->ret = 0;
+	return 0;
+}
+
+int zcache_remote_move(struct zcache *z, const struct tmem_handle *h, uint64_t expect,
+		       unsigned from, unsigned to, unsigned epoch, uint64_t *now)
+{
+	struct move_ctx c = { z, expect, from, to, epoch, 0, -ENOENT };
+
+	if (PAMPD_KIND(expect) != PAMPD_REMOTE || to < 1 || to > 64)
+		return -EINVAL;
+	tmem_update(z->tmem, h, zcache_move_fn, &c);
+	if (c.ret == 0 && now)
+		*now = c.now;
+	return c.ret;
+}
+
+uint64_t zcache_replica_pampd(uint64_t id)
+{
+	return PAMPD_REMOTE | id;
+}
+
+struct replica_table *zcache_replicas(struct zcache *z)
+{
+	return z->replicas;
 }
 
 /* ---- life cycle -------------------------------------------------------------------- */
@@ -458,12 +561,16 @@ struct zcache *zcache_create(const struct zcache_config *cfg)
 	if (!z->zbud)
 		goto fail;
 	z->home_limit = frames * 8 / 10;
+	z->replicas = replica_create();
+	if (!z->replicas)
+		goto fail_zbud;
 	z->tmem = tmem_create(&zcache_pamops, z);
 	if (!z->tmem)
 		goto fail_zbud;
 	return z;
 
 fail_zbud:
+	replica_destroy(z->replicas);
 	zbud_destroy(z->zbud);
 fail:
 	free(z);
@@ -475,6 +582,7 @@ void zcache_destroy(struct zcache *z)
 	if (!z)
 		return;
 	tmem_destroy(z->tmem);
+	replica_destroy(z->replicas);
 	zbud_destroy(z->zbud);
 	free(z);
 }
@@ -509,7 +617,14 @@ void zcache_get_stats(struct zcache *z, struct zcache_stats *s)
 	s->frames_pers = zs.frames_pers;
 	s->zombies = zs.zombies;
 	s->budget_frames = z->budget_frames;
-	s->meta_bytes = zs.meta_bytes + ts.meta_bytes + sizeof(*z);
+	{
+		struct replica_usage u;
+
+		replica_usage(z->replicas, &u);
+		s->replica_records = u.records;
+		s->replica_bytes = u.bytes;
+	}
+	s->meta_bytes = zs.meta_bytes + ts.meta_bytes + sizeof(*z) + s->replica_bytes;
 	s->bad_handles = zs.bad_handles;
 	s->remote_pages = CNT_GET(z->remote_pages);
 	s->remotified = CNT_GET(z->remotified);
@@ -566,6 +681,8 @@ void zcache_foreach_stat(struct zcache *z,
 	Z(zombies, "frames held as zombies");
 	Z(budget_frames, "the budget (local_mb) in frames");
 	Z(meta_bytes, "bookkeeping RAM beyond the frames");
+	Z(replica_records, "pages with several copies on peers (replica table records)");
+	Z(replica_bytes, "RAM of the replica table");
 	Z(bad_handles, "zbud releases of bad handles (a bug if not 0)");
 	Z(remote_pages, "pages whose copy is on a peer now");
 	Z(remotified, "pages moved to peers (remotify)");

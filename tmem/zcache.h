@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tmem/replica.h"
 #include "tmem/tmem.h"
 
 struct zcache_config {
@@ -65,18 +66,17 @@ struct zcache_stats {
 	uint64_t brought_home;       /* of those, stored locally again */
 	uint64_t checksum_errors;    /* remote pages whose bytes failed the checksum */
 	uint64_t remote_lost;        /* gets of pages on a dead peer */
+	uint64_t replica_records;    /* pages with several copies (replica table) */
+	uint64_t replica_bytes;      /* the table's RAM (in meta_bytes too) */
 };
 void zcache_get_stats(struct zcache *z, struct zcache_stats *s);
 
 /* ---- the remote tier (used by the collective) --------------------------- */
 
-/* A remote descriptor, decoded: the page lives on node (1..64). */
-struct zcache_remote {
-	unsigned node;      /* 1..64 */
-	unsigned epoch;     /* the owner's epoch for that node (mod 256) when sent */
-	unsigned len;       /* compressed bytes */
-	uint32_t checksum;  /* adler32 of them */
-};
+/*
+ * A remote page's holders: a struct replica_set (tmem/replica.h). One holder
+ * fits in the descriptor; several live in the tier's replica table.
+ */
 
 struct zcache_remote_ops {
 	/* Is node alive in this epoch (mod 256)? A page on a node that is not is lost. */
@@ -91,8 +91,29 @@ struct zcache_remote_ops {
 /* Attach the collective. Call before any page goes remote. */
 void zcache_set_remote(struct zcache *z, const struct zcache_remote_ops *ops, void *arg);
 
-/* @return true with *r filled if pampd is a remote descriptor. */
-bool zcache_pampd_remote(uint64_t pampd, struct zcache_remote *r);
+/* Is pampd a remote descriptor (one holder or several)? */
+bool zcache_pampd_is_remote(uint64_t pampd);
+
+/*
+ * The holders of remote descriptor pampd. @return 0 with *r filled;
+ * -EINVAL (not remote); -ENOENT (its replica record changed or went away).
+ */
+int zcache_remote_holders(struct zcache *z, uint64_t pampd, struct replica_set *r);
+
+/*
+ * The copy of h's page on node from is now on node to (placed in epoch): if
+ * h still has descriptor expect, point it there. *now (may be NULL) gets the
+ * new descriptor. @return 0; -ENOENT (the page changed or from holds no copy:
+ * the copy on to is stale, flush it); -EEXIST (to holds one already); -EINVAL.
+ */
+int zcache_remote_move(struct zcache *z, const struct tmem_handle *h, uint64_t expect,
+		       unsigned from, unsigned to, unsigned epoch, uint64_t *now);
+
+/* The replica table (to walk it: re-replication). */
+struct replica_table *zcache_replicas(struct zcache *z);
+
+/* The descriptor of a page whose holders are replica record id. */
+uint64_t zcache_replica_pampd(uint64_t id);
 
 /* The checksum of compressed bytes, as remote descriptors and peers carry it. */
 uint32_t zcache_checksum(const void *data, size_t len);
@@ -128,28 +149,29 @@ struct zcache_out {
 int zcache_remotify_take(struct zcache *z, bool pers, struct zcache_out *o);
 
 /*
- * Page i of o is now held by r->node: point the handle there and free the
- * local copy. @return 0; -ENOENT when the page was changed or flushed
- * meanwhile (the remote copy is stale: the caller flushes it).
+ * Page i of o is now held by the holders r (one, or several: a replica
+ * record): point the handle there and free the local copy. @return 0;
+ * -ENOENT when the page was changed or flushed meanwhile (the remote copies
+ * are stale: the caller flushes them); -ENOMEM (the page stays local).
  */
 int zcache_remotify_commit(struct zcache *z, struct zcache_out *o, unsigned i,
-			   const struct zcache_remote *r);
+			   const struct replica_set *r);
 
 /* End the remotify of o: its frame is freed, or goes back to the LRU. */
 void zcache_remotify_done(struct zcache *z, struct zcache_out *o);
 
 /*
- * Finish a get of a remote page: h had descriptor expect when the get began
- * and the holder answered result (0 with cdata/clen, or -errno). Verifies the
- * checksum, decompresses into page, and updates the handle: a private
- * ephemeral get (destructive) or a lost ephemeral page removes it; a
+ * Finish a get of a remote page: h had descriptor expect with holders r when
+ * the get began and a holder answered result (0 with cdata/clen, or -errno).
+ * Verifies the checksum, decompresses into page, and updates the handle: a
+ * private ephemeral get (destructive) or a lost ephemeral page removes it; a
  * persistent page is brought home (stored locally) when the tier has room.
- * *home is set when it was (then the caller flushes the remote copy).
+ * *home is set when it was (then the caller flushes every copy in r).
  * @return 0 filled; -ENOENT miss; -EIO lost or corrupt.
  */
 int zcache_repatriate_finish(struct zcache *z, const struct tmem_handle *h, uint64_t expect,
-			     bool destructive, int result, const void *cdata, size_t clen, void *page,
-			     bool *home);
+			     const struct replica_set *r, bool destructive, int result,
+			     const void *cdata, size_t clen, void *page, bool *home);
 
 /*
  * Call fn(arg, name, value, help) for every counter of the tier, tmem and

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <sodium.h>
 
@@ -40,6 +41,10 @@ static void ctl_usage(FILE *f)
 		"                  RTT, pages lent to and borrowed from each peer\n"
 		"  exports         the NBD exports: size, pages stored (local, remote,\n"
 		"                  backing), clients, requests and errors\n"
+		"  drain [--no-wait]  stop taking peers' pages and hand every page held for\n"
+		"                  them back to its owner (placed on another peer); shows\n"
+		"                  progress until none is left; then the node can stop\n"
+		"  undrain         take peers' pages again\n"
 		"  genkey          print a new cluster key (32 random bytes as 64 hex digits)\n"
 		"\n"
 		"Options:\n"
@@ -276,6 +281,59 @@ static int ctl_ping(ramster *r, uint32_t node)
 	return 0;
 }
 
+/* ---- drain ------------------------------------------------------------------- */
+
+static uint64_t ctl_stat(ramster *r, const char *name)
+{
+	struct ramster_stat *s;
+	uint64_t v = UINT64_MAX;
+	size_t n, i;
+
+	if (ramster_stats(r, &s, &n))
+		return v;
+	for (i = 0; i < n; i++)
+		if (!strcmp(s[i].name, name))
+			v = s[i].value;
+	ramster_stats_free(s, n);
+	return v;
+}
+
+/* Drain (or end it); with wait, show progress until no foreign page is left. */
+static int ctl_drain(ramster *r, int on, int wait)
+{
+	uint64_t left, last = UINT64_MAX;
+	int rc = ramster_drain(r, on);
+
+	if (rc)
+		return ctl_failed(on ? "drain" : "undrain", rc);
+	if (!on) {
+		printf("undrain: the node takes peers' pages again\n");
+		return 0;
+	}
+	for (;;) {
+		left = ctl_stat(r, "drain_pages_left");
+		if (left == UINT64_MAX) {
+			fprintf(stderr, "ramsterctl: drain: lost the node while waiting\n");
+			return 1;
+		}
+		if (left != last || left == 0)
+			printf("drain: %llu pages left (%llu handed back, %llu dropped as unwanted, "
+			       "%llu tries failed)\n",
+			       (unsigned long long)left,
+			       (unsigned long long)ctl_stat(r, "drain_returned"),
+			       (unsigned long long)ctl_stat(r, "drain_orphans"),
+			       (unsigned long long)ctl_stat(r, "drain_failed"));
+		fflush(stdout);
+		if (!wait || left == 0)
+			break;
+		last = left;
+		usleep(500 * 1000);
+	}
+	if (left == 0)
+		printf("drain: done: the node holds no page for its peers and takes none\n");
+	return 0;
+}
+
 /* ---- peers ------------------------------------------------------------------- */
 
 static int ctl_peers(ramster *r)
@@ -337,7 +395,7 @@ int main(int argc, char **argv)
 	};
 	/* clang-format on */
 	const char *path = NULL, *cmd;
-	int ch, json = 0, rc;
+	int ch, json = 0, drain_wait = 1, rc;
 	uint32_t ping_node = 0;
 	ramster *r;
 
@@ -374,12 +432,17 @@ int main(int argc, char **argv)
 		ping_node = (uint32_t)v;
 		optind++;
 	}
+	if (!strcmp(cmd, "drain") && optind < argc && !strcmp(argv[optind], "--no-wait")) {
+		drain_wait = 0;
+		optind++;
+	}
 	if (optind < argc)
 		return ctl_usage_error("unexpected argument", argv[optind]);
 	if (!strcmp(cmd, "genkey"))
 		return ctl_genkey();
 	if (strcmp(cmd, "status") && strcmp(cmd, "stats") && strcmp(cmd, "pools") &&
-	    strcmp(cmd, "peers") && strcmp(cmd, "exports") && strcmp(cmd, "ping"))
+	    strcmp(cmd, "peers") && strcmp(cmd, "exports") && strcmp(cmd, "ping") &&
+	    strcmp(cmd, "drain") && strcmp(cmd, "undrain"))
 		return ctl_usage_error("unknown command", cmd);
 
 	if (!path) {
@@ -402,6 +465,8 @@ int main(int argc, char **argv)
 		rc = ctl_ping(r, ping_node);
 	else if (!strcmp(cmd, "exports"))
 		rc = ctl_exports(r);
+	else if (!strcmp(cmd, "drain") || !strcmp(cmd, "undrain"))
+		rc = ctl_drain(r, !strcmp(cmd, "drain"), drain_wait);
 	else
 		rc = ctl_pools(r);
 	ramster_close(r);

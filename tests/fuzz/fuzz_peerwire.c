@@ -32,7 +32,8 @@ static volatile uint64_t fuzz_sink;
 
 static int fuzz_is_request(int op)
 {
-	return op >= RAMSTER__PEER__OP__P_PUT && op <= RAMSTER__PEER__OP__P_FLUSH_POOL;
+	return (op >= RAMSTER__PEER__OP__P_PUT && op <= RAMSTER__PEER__OP__P_FLUSH_POOL) ||
+	       op == RAMSTER__PEER__OP__P_RETURN;
 }
 
 /* What peerwire.h promises of an accepted message; touch every byte it points at. */
@@ -41,7 +42,7 @@ static void fuzz_check(const Ramster__Peer__Msg *m, size_t plen)
 	uint64_t sum = m->seq;
 	size_t i;
 
-	fuzz_assert(m->op >= RAMSTER__PEER__OP__P_HELLO && m->op <= RAMSTER__PEER__OP__P_ECHO);
+	fuzz_assert(m->op >= RAMSTER__PEER__OP__P_HELLO && m->op <= RAMSTER__PEER__OP__P_RETURN);
 	fuzz_assert(plen <= PEERWIRE_PAGE_MAX);
 	fuzz_assert((m->hello != NULL) == (m->op == RAMSTER__PEER__OP__P_HELLO));
 	fuzz_assert((m->auth != NULL) == (m->op == RAMSTER__PEER__OP__P_AUTH));
@@ -57,7 +58,7 @@ static void fuzz_check(const Ramster__Peer__Msg *m, size_t plen)
 		fuzz_assert(m->result <= 0 && m->result >= -4095);
 	else
 		fuzz_assert(m->result == 0);
-	if (m->op == RAMSTER__PEER__OP__P_PUT)
+	if (m->op == RAMSTER__PEER__OP__P_PUT || m->op == RAMSTER__PEER__OP__P_RETURN)
 		fuzz_assert(plen >= 1);
 	else if (m->op != RAMSTER__PEER__OP__P_REPLY && m->op != RAMSTER__PEER__OP__P_ECHO)
 		fuzz_assert(plen == 0);

@@ -36,9 +36,14 @@
 #include "tests/integration/harness.h"
 
 #define PAGE RAMSTER_PAGE_SIZE
-#define NODES 3
+#define NODES_MAX 4
 #define HEARTBEAT_MS (50 * SLOW)
 #define DEAD_MS (500 * SLOW)
+
+/* Nodes in the collective and copies of a page: 3 and 1 but for the
+ * replication tests (setup_replicated). */
+static int NODES = 3;
+static int REPLICAS = 1;
 
 /* From the environment (see the header); set in main(). */
 static int LOCAL_MB = 4;        /* node 1's tier: 1024 frames */
@@ -48,22 +53,22 @@ static const char *TRANSPORT = "tcp";
 
 static const char *transport_of(int n)
 {
-	static const char *const mixed[NODES] = { "tcp", "rdma", "auto" };
+	static const char *const mixed[NODES_MAX] = { "tcp", "rdma", "auto", "rdma" };
 
 	return strcmp(TRANSPORT, "mixed") ? TRANSPORT : mixed[n];
 }
 
 struct coll {
 	char dir[64];
-	char conf[NODES][128];  /* one file per node: same content unless a test changes it */
+	char conf[NODES_MAX][128];  /* one file per node: same content unless a test changes it */
 	char key[128];
 	int port;
-	struct harness h[NODES];
-	const char *args[NODES][8];
-	char nodearg[NODES][16];
+	struct harness h[NODES_MAX];
+	const char *args[NODES_MAX][8];
+	char nodearg[NODES_MAX][16];
 };
 
-static const char *const names[NODES] = { "alpha", "beta", "gamma" };
+static const char *const names[NODES_MAX] = { "alpha", "beta", "gamma", "delta" };
 
 static int port_free(int port)
 {
@@ -95,8 +100,8 @@ static void write_conf(struct coll *c, int i, const char *cluster, const char *k
 
 	assert_non_null(f);
 	fprintf(f, "[cluster]\nname = %s\nsecret_file = %s\nheartbeat_ms = %d\ndead_after_ms = %d\n"
-		   "replicas = 1\n",
-		cluster, key, HEARTBEAT_MS, DEAD_MS);
+		   "replicas = %d\n",
+		cluster, key, HEARTBEAT_MS, DEAD_MS, REPLICAS);
 	for (n = 0; n < NODES; n++)
 		fprintf(f,
 			"\n[node %s]\nid = %d\naddress = %s%d:%d\ntransport = %s\nlocal_mb = %d\n"
@@ -156,7 +161,8 @@ static int setup(void **state)
 	srandom((unsigned)getpid());
 	do
 		c->port = 20000 + (int)(random() % 30000);
-	while (!port_free(c->port) || !port_free(c->port + 1) || !port_free(c->port + 2));
+	while (!port_free(c->port) || !port_free(c->port + 1) || !port_free(c->port + 2) ||
+	       !port_free(c->port + 3));
 	for (i = 0; i < NODES; i++) {
 		snprintf(c->conf[i], sizeof(c->conf[i]), "%s/node%d.conf", c->dir, i + 1);
 		write_conf(c, i, "test", c->key);
@@ -503,7 +509,7 @@ static void test_ping(void **state)
 	uint32_t n;
 
 	harness_page_text(out, 77);
-	for (n = 0; n <= NODES; n++) {
+	for (n = 0; n <= (uint32_t)NODES; n++) {
 		if (n == 1)
 			continue; /* node 1 is alpha itself: not its own peer */
 		memset(back, 0, PAGE);
@@ -588,6 +594,159 @@ static void test_malformed_peer_frames(void **state)
 	assert_int_equal(wait_peers_up(c, 0, 2, 1000 * SLOW), 0);
 }
 
+/* ---- replication and drain -------------------------------------------------------- */
+
+static int setup_replicated(void **state)
+{
+	NODES = 4;
+	REPLICAS = 2;
+	return setup(state);
+}
+
+static int teardown_replicated(void **state)
+{
+	int rc = teardown(state);
+
+	NODES = 3;
+	REPLICAS = 1;
+	return rc;
+}
+
+/* Pages the living peers hold for node 1, all told. */
+static uint64_t peers_foreign(struct coll *c)
+{
+	uint64_t n = 0;
+	int i;
+
+	for (i = 1; i < NODES; i++)
+		if (c->h[i].pid)
+			n += stat_of(c, i, "foreign_pages");
+	return n;
+}
+
+/* Wait until node 1's remotify is at rest; return its remote page count. */
+static uint64_t wait_remotify_rest(struct coll *c, unsigned ms)
+{
+	uint64_t end = harness_now_ms() + ms, last = UINT64_MAX, now;
+
+	do {
+		int idle = stat_of(c, 0, "remote_frames_taken") == stat_of(c, 0, "remote_frames_done");
+
+		now = stat_of(c, 0, "tier_remote_pages");
+		if (idle && now == last)
+			return now;
+		last = idle ? now : UINT64_MAX;
+		usleep(100000);
+	} while (harness_now_ms() < end);
+	fail_msg("remotify never came to rest");
+	return 0;
+}
+
+/* Wait until stat name of node i is want. @return 0 or -ETIMEDOUT. */
+static int wait_stat(struct coll *c, int i, const char *name, uint64_t want, unsigned ms)
+{
+	uint64_t end = harness_now_ms() + ms;
+
+	do {
+		if (stat_of(c, i, name) == want)
+			return 0;
+		usleep(20000);
+	} while (harness_now_ms() < end);
+	return -ETIMEDOUT;
+}
+
+/*
+ * replicas = 2 on four nodes: every remote persistent page has two copies on
+ * two different peers; a peer killed costs nothing, its copies are made again
+ * on the others, and then a second peer killed costs nothing either.
+ */
+static void test_replicas_survive_two_deaths(void **state)
+{
+	struct coll *c = *state;
+	ramster *r = harness_connect(&c->h[0]);
+	uint64_t hits, misses, lost, remote, i;
+	int pool = ramster_pool_new(r, RAMSTER_PERSISTENT, NULL);
+
+	assert_true(pool >= 0);
+	put_all(r, pool, BIG, 11);
+	remote = wait_remotify_rest(c, 10000 * SLOW);
+	assert_true(remote > BIG / 2);
+	assert_int_equal(stat_of(c, 0, "replica_target"), 2);
+	assert_int_equal(stat_of(c, 0, "tier_replica_records"), remote);
+	assert_int_equal(peers_foreign(c), 2 * remote);
+	for (i = 1; i < (uint64_t)NODES; i++) /* never both copies on one peer */
+		assert_true(stat_of(c, (int)i, "foreign_pages") <= remote);
+
+	harness_kill(&c->h[2], SIGKILL);
+	get_all(r, pool, BIG, 11, &hits, &misses, &lost);
+	assert_int_equal(lost, 0);
+	assert_int_equal(misses, 0);
+	assert_int_equal(hits, BIG);
+	/* gamma declared dead, its copies made again on beta and delta */
+	assert_int_equal(wait_stat(c, 0, "cluster_peer_deaths", 1, 5000 * SLOW), 0);
+	assert_int_equal(wait_stat(c, 0, "replica_repair_active", 0, 30000 * SLOW), 0);
+	assert_int_equal(stat_of(c, 0, "replica_below_target"), 0);
+	assert_true(stat_of(c, 0, "replica_rereplicated") > 0);
+	assert_int_equal(stat_of(c, 0, "replica_lost"), 0);
+	remote = wait_remotify_rest(c, 10000 * SLOW);
+	assert_int_equal(peers_foreign(c), 2 * stat_of(c, 0, "tier_replica_records"));
+
+	/* a second death: every page still has a copy */
+	harness_kill(&c->h[3], SIGKILL);
+	get_all(r, pool, BIG, 11, &hits, &misses, &lost);
+	assert_int_equal(lost, 0);
+	assert_int_equal(hits, BIG);
+	assert_int_equal(stat_of(c, 0, "replica_lost"), 0);
+	/* flushes reach every copy: the pool's destroy leaves beta empty */
+	assert_int_equal(ramster_pool_destroy(r, pool), 0);
+	assert_int_equal(wait_stat(c, 1, "foreign_pages", 0, 5000 * SLOW), 0);
+	ramster_close(r);
+}
+
+/*
+ * Drain gamma (replicas = 1): it hands every page it holds to alpha, which
+ * places them on beta; a drained node takes no new page; then gamma is
+ * killed and nothing is lost.
+ */
+static void test_drain_then_kill_loses_nothing(void **state)
+{
+	struct coll *c = *state;
+	ramster *r = harness_connect(&c->h[0]), *g = harness_connect(&c->h[2]);
+	uint64_t hits, misses, lost, on_gamma;
+	int pool = ramster_pool_new(r, RAMSTER_PERSISTENT, NULL);
+
+	assert_true(pool >= 0);
+	assert_non_null(g);
+	put_all(r, pool, BIG, 12);
+	wait_counts_match(c, 5000 * SLOW);
+	on_gamma = stat_of(c, 2, "foreign_pages");
+	assert_true(on_gamma > 0);
+	/* undrain before anything moved is harmless; drain flags are checked */
+	assert_int_equal(ramster_drain(g, 2), -EINVAL);
+	assert_int_equal(ramster_drain(g, 0), 0);
+	assert_int_equal(ramster_drain(g, 1), 0);
+	assert_int_equal(stat_of(c, 2, "drain_active"), 1);
+	assert_int_equal(wait_stat(c, 2, "foreign_pages", 0, 30000 * SLOW), 0);
+	assert_int_equal(stat_of(c, 2, "drain_pages_left"), 0);
+	assert_true(stat_of(c, 2, "drain_returned") + stat_of(c, 2, "drain_orphans") >= on_gamma);
+	assert_true(stat_of(c, 0, "remote_returns_served") > 0);
+	assert_int_equal(wait_counts_match(c, 5000 * SLOW), stat_of(c, 1, "foreign_pages"));
+	/* a drained node takes no new pages */
+	put_all(r, pool, BIG / 4, 13);
+	wait_counts_match(c, 5000 * SLOW);
+	assert_int_equal(stat_of(c, 2, "foreign_pages"), 0);
+
+	harness_kill(&c->h[2], SIGKILL);
+	get_all(r, pool, BIG, 12, &hits, &misses, &lost);
+	assert_int_equal(lost, 0);
+	assert_int_equal(hits, BIG);
+	get_all(r, pool, BIG / 4, 13, &hits, &misses, &lost);
+	assert_int_equal(lost, 0);
+	assert_int_equal(hits, BIG / 4);
+	ramster_close(g);
+	ramster_close(r);
+}
+
 static int env_int(const char *name, int def, int lo, int hi)
 {
 	const char *v = getenv(name);
@@ -609,6 +768,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ping, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wrong_secret_and_cluster, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_peer_frames, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_drain_then_kill_loses_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_replicas_survive_two_deaths, setup_replicated,
+						teardown_replicated),
 	};
 
 	LOCAL_MB = env_int("RAMSTER_TEST_LOCAL_MB", 4, 1, 64);

@@ -436,7 +436,12 @@ static void test_err_numbers(void **state)
 
 static void test_err_values(void **state)
 {
-	expect_error("[cluster]\nreplicas = 2\n", 2, "replicas > 1 is not supported yet");
+	expect_error("[cluster]\nreplicas = 2\n", 2,
+		     "replicas = 2 needs at least 3 nodes (the owner and 2 peers); the file has 0");
+	teardown(NULL);
+	expect_error("[cluster]\nreplicas = 5\n", 2, "out of range");
+	teardown(NULL);
+	expect_error("[cluster]\nrereplicate_rate = 0\n", 2, "out of range");
 	teardown(NULL);
 	expect_error("[cluster]\nreplicas = 0\n", 2, "out of range");
 	teardown(NULL);

@@ -320,6 +320,25 @@ static void test_echo(void **state)
 	pw_expect_bad(&p, 4097, "payload too long");
 }
 
+/* P_RETURN: a page and its bytes (1..4096), persistent flag only. */
+static void test_return(void **state)
+{
+	struct pw_msg p;
+
+	pw_valid(&p, RAMSTER__PEER__OP__P_PUT);
+	p.m.op = RAMSTER__PEER__OP__P_RETURN;
+	pw_expect_ok(&p, 1000);
+	pw_expect_ok(&p, 4096);
+	pw_expect_bad(&p, 4097, "payload too long");
+	pw_expect_bad(&p, 0, "payload missing");
+	p.page.flags = 2; /* PAGE_DELETE means nothing here */
+	pw_expect_bad(&p, 1000, "unknown page flags");
+	pw_valid(&p, RAMSTER__PEER__OP__P_PUT);
+	p.m.op = RAMSTER__PEER__OP__P_RETURN;
+	p.m.page = NULL;
+	pw_expect_bad(&p, 1000, "page missing");
+}
+
 static void test_bad_hello(void **state)
 {
 	struct pw_msg p;
@@ -566,6 +585,7 @@ int main(void)
 		cmocka_unit_test(test_bad_bytes),
 		cmocka_unit_test(test_bad_op),
 	cmocka_unit_test(test_echo),
+	cmocka_unit_test(test_return),
 		cmocka_unit_test(test_bad_hello),
 		cmocka_unit_test(test_bad_auth),
 		cmocka_unit_test(test_bad_heartbeat),

@@ -288,18 +288,21 @@ static void test_threads_with_eviction(void **state)
 
 static struct {
 	int alive;
+	uint64_t dead; /* nodes (bit n-1) dead while alive is set */
 	int page_flushes, object_flushes, pool_flushes;
+	uint64_t flushed; /* nodes told of page flushes */
 	unsigned last_node;
 	uint64_t last_nodes;
 } coll;
 
 static bool c_alive(void *arg, unsigned node, unsigned epoch)
 {
-	return coll.alive && epoch == 3;
+	return coll.alive && epoch == 3 && !(coll.dead & (1ull << (node - 1)));
 }
 static void c_flush_page(void *arg, unsigned node, bool pers, const struct tmem_handle *h)
 {
 	coll.page_flushes++;
+	coll.flushed |= 1ull << (node - 1);
 	coll.last_node = node;
 }
 static void c_flush_object(void *arg, uint64_t nodes, bool pers, const struct tmem_handle *h)
@@ -324,7 +327,7 @@ static unsigned remotify_one(struct zcache *z, bool pers, unsigned node, unsigne
 
 	assert_int_equal(zcache_remotify_take(z, pers, &o), 0);
 	for (i = 0; i < o.n; i++) {
-		struct zcache_remote r = { node, 3, o.p[i].len, o.p[i].checksum };
+		struct replica_set r = { 1, { (uint8_t)node }, { 3 }, o.p[i].len, o.p[i].checksum, 0 };
 
 		assert_true(o.p[i].resolved);
 		memcpy(saved[i], o.p[i].data, o.p[i].len);
@@ -365,17 +368,24 @@ static void test_remote_round_trip(void **state)
 	assert_int_equal(tmem_get_ex(t, p, &o, idx[0], got, &pampd), -EREMOTE);
 	{
 		struct tmem_handle h = { (uint32_t)p, o, idx[0] };
+		struct replica_set rs;
+
+		assert_int_equal(zcache_remote_holders(z, pampd, &rs), 0);
+		assert_int_equal(rs.n, 1);
+		assert_int_equal(rs.node[0], 4);
 
 		/* a corrupt answer is -EIO, and the page stays (persistent) */
 		saved[0][0] ^= 1;
-		assert_int_equal(zcache_repatriate_finish(z, &h, pampd, false, 0, saved[0], lens[0], got,
-							  &home), -EIO);
+		assert_int_equal(zcache_repatriate_finish(z, &h, pampd, &rs, false, 0, saved[0],
+							  lens[0], got, &home),
+				 -EIO);
 		saved[0][0] ^= 1;
 		zcache_get_stats(z, &s);
 		assert_int_equal(s.checksum_errors, 1);
 		/* a good answer fills the page and brings it home (the tier has room) */
-		assert_int_equal(zcache_repatriate_finish(z, &h, pampd, false, 0, saved[0], lens[0], got,
-							  &home), 0);
+		assert_int_equal(zcache_repatriate_finish(z, &h, pampd, &rs, false, 0, saved[0],
+							  lens[0], got, &home),
+				 0);
 		mkpage(page, idx[0], 1000);
 		assert_memory_equal(page, got, PAGE);
 		assert_true(home);
@@ -473,7 +483,7 @@ static void test_remotify_stale(void **state)
 	mkpage(page, 2, 1000);
 	assert_int_equal(tmem_put(t, p, &o, 1, page), 0); /* rewritten meanwhile */
 	{
-		struct zcache_remote r = { 3, 3, out.p[0].len, out.p[0].checksum };
+		struct replica_set r = { 1, { 3 }, { 3 }, out.p[0].len, out.p[0].checksum, 0 };
 
 		assert_int_equal(zcache_remotify_commit(z, &out, 0, &r), -ENOENT);
 	}
@@ -483,6 +493,83 @@ static void test_remotify_stale(void **state)
 	zcache_get_stats(z, &s);
 	assert_int_equal(s.remotify_stale, 1);
 	assert_int_equal(s.frames, 1);
+	zcache_destroy(z);
+}
+
+/*
+ * Pages with two copies: a get goes remote while either holder lives and is
+ * lost (-EIO) only when both are dead; a copy moves to another node only
+ * under the descriptor it was read with; a flush tells every holder.
+ */
+static void test_replicated_pages(void **state)
+{
+	struct zcache *z = mk(1);
+	struct tmem *t = zcache_tmem(z);
+	struct zcache_out out;
+	struct zcache_stats s;
+	struct replica_set rs;
+	unsigned char page[PAGE], got[PAGE];
+	struct tmem_oid o = { { 9, 0, 0 } };
+	struct tmem_handle h;
+	uint64_t pampd, now;
+	int p = tmem_pool_new(t, TMEM_PERSISTENT);
+	unsigned i;
+
+	memset(&coll, 0, sizeof(coll));
+	coll.alive = 1;
+	zcache_set_remote(z, &c_ops, NULL);
+	for (i = 0; i < 2; i++) {
+		mkpage(page, i, 1000);
+		assert_int_equal(tmem_put(t, p, &o, i, page), 0);
+	}
+	assert_int_equal(zcache_remotify_take(z, true, &out), 0);
+	for (i = 0; i < out.n; i++) {
+		struct replica_set r = { 2, { 2, 5 }, { 3, 3 }, out.p[i].len, out.p[i].checksum, 0 };
+
+		assert_int_equal(zcache_remotify_commit(z, &out, i, &r), 0);
+	}
+	zcache_remotify_done(z, &out);
+	zcache_get_stats(z, &s);
+	assert_int_equal(s.replica_records, 2);
+	assert_int_equal(s.remote_pages, 2);
+	assert_int_equal(s.frames, 0);
+
+	assert_int_equal(tmem_get_ex(t, p, &o, 0, got, &pampd), -EREMOTE);
+	assert_int_equal(zcache_remote_holders(z, pampd, &rs), 0);
+	assert_int_equal(rs.n, 2);
+	assert_true((rs.node[0] == 2 && rs.node[1] == 5));
+	coll.dead = 1ull << 1; /* node 2 dies: node 5 still has it */
+	assert_int_equal(tmem_get_ex(t, p, &o, 0, got, &pampd), -EREMOTE);
+	coll.dead |= 1ull << 4; /* node 5 too: lost */
+	assert_int_equal(tmem_get_ex(t, p, &o, 0, got, &pampd), -EIO);
+	coll.dead = 1ull << 1;
+
+	/* re-replication: node 2's copy is made again on node 6 */
+	h = (struct tmem_handle){ (uint32_t)p, o, 0 };
+	assert_int_equal(tmem_get_ex(t, p, &o, 0, got, &pampd), -EREMOTE);
+	assert_int_equal(zcache_remote_move(z, &h, pampd, 2, 6, 3, &now), 0);
+	assert_true(now != pampd);
+	assert_int_equal(zcache_remote_holders(z, pampd, &rs), -ENOENT); /* the old id is stale */
+	assert_int_equal(zcache_remote_move(z, &h, pampd, 2, 7, 3, NULL), -ENOENT);
+	assert_int_equal(zcache_remote_holders(z, now, &rs), 0);
+	assert_true((rs.node[0] == 6 && rs.node[1] == 5) || (rs.node[0] == 5 && rs.node[1] == 6));
+	assert_int_equal(zcache_remote_move(z, &h, now, 5, 6, 3, NULL), -EEXIST);
+	coll.dead = 1ull << 4; /* node 5 dies now: node 6 has it */
+	assert_int_equal(tmem_get_ex(t, p, &o, 0, got, &pampd), -EREMOTE);
+	assert_int_equal(pampd, now);
+
+	/* a flush tells both holders, and frees the record */
+	assert_int_equal(tmem_flush_page(t, p, &o, 0), 0);
+	assert_int_equal(coll.page_flushes, 2);
+	assert_int_equal(coll.flushed, (1ull << 5) | (1ull << 4));
+	zcache_get_stats(z, &s);
+	assert_int_equal(s.replica_records, 1);
+	/* an object flush names every node any of its pages ever used */
+	assert_int_equal(tmem_flush_object(t, p, &o), 0);
+	assert_int_equal(coll.last_nodes & ((1ull << 1) | (1ull << 4)), (1ull << 1) | (1ull << 4));
+	zcache_get_stats(z, &s);
+	assert_int_equal(s.replica_records, 0);
+	assert_int_equal(s.remote_pages, 0);
 	zcache_destroy(z);
 }
 
@@ -501,6 +588,7 @@ int main(void)
 		cmocka_unit_test(test_remote_flush_object_and_pool),
 		cmocka_unit_test(test_remote_dead_node),
 		cmocka_unit_test(test_remotify_stale),
+		cmocka_unit_test(test_replicated_pages),
 	};
 
 	return cmocka_run_group_tests_name("zcache", tests, NULL, NULL);

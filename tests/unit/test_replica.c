@@ -1,0 +1,179 @@
+/*
+ * test_replica.c - the replica table (tmem/replica.c): records by id, stale
+ * ids refused after a move or a remove (no ABA on reused records), bad sets
+ * refused, a dead holder marks exactly its records degraded, the degraded and
+ * lost counts follow state changes and removals, and the walk sees every
+ * live record once across a growth of the table.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tmem/replica.h"
+
+static struct replica_set set2(unsigned a, unsigned b)
+{
+	struct replica_set s = { 2, { (uint8_t)a, (uint8_t)b }, { 1, 1 }, 1000, 0xabcdef, 0 };
+
+	return s;
+}
+
+static struct tmem_handle handle(uint32_t i)
+{
+	struct tmem_handle h = { 7, { { i, 2, 3 } }, i * 3 };
+
+	return h;
+}
+
+static void test_add_read_move_remove(void **state)
+{
+	struct replica_table *t = replica_create();
+	struct replica_set s = set2(2, 3), got;
+	struct tmem_handle h = handle(1), hg;
+	uint64_t id, id2, id3;
+
+	assert_non_null(t);
+	assert_int_equal(replica_add(t, &h, true, &s, &id), 0);
+	assert_true(replica_is_id(id));
+	assert_int_equal(id & 3, 0);
+	assert_int_equal(replica_read(t, id, &got, &hg), 0);
+	assert_int_equal(got.n, 2);
+	assert_int_equal(got.node[0], 2);
+	assert_int_equal(got.node[1], 3);
+	assert_int_equal(got.len, 1000);
+	assert_int_equal(got.checksum, 0xabcdef);
+	assert_memory_equal(&hg, &h, sizeof(h));
+
+	/* a move: new id, the old one is stale */
+	assert_int_equal(replica_move(t, id, 3, 4, 9, &id2), 0);
+	assert_true(id2 != id);
+	assert_int_equal(replica_read(t, id, &got, NULL), -ENOENT);
+	assert_int_equal(replica_move(t, id, 2, 5, 1, &id3), -ENOENT);
+	assert_int_equal(replica_read(t, id2, &got, NULL), 0);
+	assert_int_equal(got.node[1], 4);
+	assert_int_equal(got.epoch[1], 9);
+	/* not a holder, already a holder, bad node */
+	assert_int_equal(replica_move(t, id2, 3, 5, 1, &id3), -ENOENT);
+	assert_int_equal(replica_move(t, id2, 2, 4, 1, &id3), -EEXIST);
+	assert_int_equal(replica_move(t, id2, 2, 65, 1, &id3), -EINVAL);
+
+	/* remove, then a new record reuses the slot under another id */
+	assert_int_equal(replica_remove(t, id2), 0);
+	assert_int_equal(replica_remove(t, id2), -ENOENT);
+	assert_int_equal(replica_add(t, &h, true, &s, &id3), 0);
+	assert_true(id3 != id2 && id3 != id);
+	assert_int_equal(id3 >> 32, id2 >> 32); /* the same slot */
+	assert_int_equal(replica_read(t, id2, &got, NULL), -ENOENT);
+	replica_destroy(t);
+}
+
+static void test_bad_input(void **state)
+{
+	struct replica_table *t = replica_create();
+	struct tmem_handle h = handle(1);
+	struct replica_set s = set2(2, 2); /* two copies on one node */
+	struct replica_set got;
+	uint64_t id;
+
+	assert_int_equal(replica_add(t, &h, true, &s, &id), -EINVAL);
+	s = set2(0, 2);
+	assert_int_equal(replica_add(t, &h, true, &s, &id), -EINVAL);
+	s = set2(2, 65);
+	assert_int_equal(replica_add(t, &h, true, &s, &id), -EINVAL);
+	s = set2(2, 3);
+	s.n = REPLICA_MAX + 1;
+	assert_int_equal(replica_add(t, &h, true, &s, &id), -EINVAL);
+	s = set2(2, 3);
+	s.len = 0;
+	assert_int_equal(replica_add(t, &h, true, &s, &id), -EINVAL);
+	s.len = 4097;
+	assert_int_equal(replica_add(t, &h, true, &s, &id), -EINVAL);
+	/* ids that were never handed out */
+	assert_int_equal(replica_read(t, 0, &got, NULL), -ENOENT);
+	assert_int_equal(replica_read(t, 1ull << 29, &got, NULL), -ENOENT);
+	assert_int_equal(replica_read(t, (77ull << 32) | (1ull << 29), &got, NULL), -ENOENT);
+	assert_int_equal(replica_read(t, ~0ull, &got, NULL), -ENOENT);
+	replica_destroy(t);
+	replica_destroy(NULL);
+}
+
+struct walk_ctx {
+	uint64_t seen, degraded;
+	unsigned char *hit;
+};
+
+static void walk_fn(void *arg, uint64_t id, const struct tmem_handle *h, bool pers,
+		    const struct replica_set *s)
+{
+	struct walk_ctx *w = arg;
+
+	w->seen++;
+	w->degraded += !!(s->state & REPLICA_DEGRADED);
+	assert_true(pers);
+	w->hit[h->oid.w[0]]++;
+}
+
+static void test_mark_walk_counts(void **state)
+{
+	enum { N = 10000 }; /* more than two chunks */
+	struct replica_table *t = replica_create();
+	static uint64_t ids[N];
+	static unsigned char hit[N];
+	struct walk_ctx w = { 0, 0, hit };
+	struct replica_usage u;
+	uint32_t cursor = 0;
+	uint64_t i, passes = 0;
+
+	for (i = 0; i < N; i++) {
+		struct replica_set s = set2(2 + i % 3, 10);
+		struct tmem_handle h = handle((uint32_t)i);
+
+		assert_int_equal(replica_add(t, &h, true, &s, &ids[i]), 0);
+	}
+	/* node 3 holds a copy of every third record */
+	assert_int_equal(replica_mark_holder(t, 3), (N + 1) / 3);
+	assert_int_equal(replica_mark_holder(t, 3), 0); /* marked once */
+	replica_usage(t, &u);
+	assert_int_equal(u.records, N);
+	assert_int_equal(u.degraded, (N + 1) / 3);
+	assert_true(u.bytes >= N * 32);
+	/* node 10 holds all: the others get marked now */
+	assert_int_equal(replica_mark_holder(t, 10), N - (N + 1) / 3);
+	/* state changes and removals keep the counts */
+	assert_int_equal(replica_set_state(t, ids[1], 0), 0);
+	assert_int_equal(replica_set_state(t, ids[4], REPLICA_LOST), 0);
+	assert_int_equal(replica_remove(t, ids[7]), 0);
+	assert_int_equal(replica_remove(t, ids[4]), 0);
+	replica_usage(t, &u);
+	assert_int_equal(u.records, N - 2);
+	assert_int_equal(u.degraded, N - 3);
+	assert_int_equal(u.lost, 0);
+	/* the walk visits each live record once, in steps */
+	do {
+		replica_walk(t, &cursor, 777, walk_fn, &w);
+		passes++;
+	} while (cursor);
+	assert_true(passes > 1);
+	assert_int_equal(w.seen, N - 2);
+	assert_int_equal(w.degraded, N - 3);
+	for (i = 0; i < N; i++)
+		assert_int_equal(hit[i], i == 4 || i == 7 ? 0 : 1);
+	replica_destroy(t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_add_read_move_remove),
+		cmocka_unit_test(test_bad_input),
+		cmocka_unit_test(test_mark_walk_counts),
+	};
+
+	return cmocka_run_group_tests_name("replica", tests, NULL, NULL);
+}
