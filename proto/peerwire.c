@@ -152,7 +152,7 @@ static const char *peerwire_check(const Ramster__Peer__Msg *m, size_t plen)
 	if (m->page && (m->page->flags & ~(uint32_t)PW_KNOWN_FLAGS))
 		return "unknown page flags";
 	if (m->page && (m->page->flags & ~(uint32_t)rule->flags))
-		return "delete flag on a put";
+		return "delete flag where it means nothing (put, return)";
 	if (plen > rule->pmax)
 		return rule->pmax ? "payload too long" : "unexpected payload";
 	if (plen < rule->pmin)

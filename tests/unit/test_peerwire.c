@@ -332,7 +332,7 @@ static void test_return(void **state)
 	pw_expect_bad(&p, 4097, "payload too long");
 	pw_expect_bad(&p, 0, "payload missing");
 	p.page.flags = 2; /* PAGE_DELETE means nothing here */
-	pw_expect_bad(&p, 1000, "unknown page flags");
+	pw_expect_bad(&p, 1000, "delete flag where it means nothing (put, return)");
 	pw_valid(&p, RAMSTER__PEER__OP__P_PUT);
 	p.m.op = RAMSTER__PEER__OP__P_RETURN;
 	p.m.page = NULL;
@@ -469,9 +469,9 @@ static void test_bad_page_requests(void **state)
 
 	pw_valid(&p, RAMSTER__PEER__OP__P_PUT);
 	p.page.flags = PAGE_DELETE;
-	pw_expect_bad(&p, 100, "delete flag on a put");
+	pw_expect_bad(&p, 100, "delete flag where it means nothing (put, return)");
 	p.page.flags = PAGE_DELETE | PAGE_PERSISTENT;
-	pw_expect_bad(&p, 100, "delete flag on a put");
+	pw_expect_bad(&p, 100, "delete flag where it means nothing (put, return)");
 }
 
 static void test_bad_reply(void **state)
