@@ -153,12 +153,14 @@ struct ramster_peer_info {
 int ramster_ping(ramster *r, uint32_t node, const void *page, void *back);
 
 /*
- * Drain the node (on = 1): it refuses new pages from its peers and hands
- * every page it holds for them back to their owners, who place them on other
- * peers; then it can stop without loss. on = 0 ends the drain. Progress: the
- * drain_* stats. @return 0, or -errno (-ENOTCONN: not in a collective).
+ * Drain a node (on = 1): it refuses new pages from its peers and hands every
+ * page it holds for them back to their owners, who place them on other
+ * peers; then it can stop without loss. on = 0 ends the drain. node 0 is the
+ * node r is connected to; another id is relayed to that peer. Progress: the
+ * drained node's drain_* stats. @return 0, or -errno (-ENOTCONN: not in a
+ * collective; -EHOSTDOWN: no such live peer).
  */
-int ramster_drain(ramster *r, int on);
+int ramster_drain(ramster *r, uint32_t node, int on);
 
 /* List the peers (none for a single node). *out freed with free(). @return 0 or -errno. */
 int ramster_peers(ramster *r, struct ramster_peer_info **out, size_t *n);

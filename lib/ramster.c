@@ -301,13 +301,14 @@ int ramster_ping(ramster *r, uint32_t node, const void *page, void *back)
 
 static int ramster_simple(ramster *r, Ramster__Request *req);
 
-int ramster_drain(ramster *r, int on)
+int ramster_drain(ramster *r, uint32_t node, int on)
 {
 	Ramster__Request req = RAMSTER__REQUEST__INIT;
 
-	if (!r || (on != 0 && on != 1))
+	if (!r || (on != 0 && on != 1) || node > 64)
 		return -EINVAL;
 	req.op = RAMSTER__OP__OP_DRAIN;
+	req.node = node;
 	req.flags = (uint32_t)on;
 	return ramster_simple(r, &req);
 }

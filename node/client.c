@@ -682,10 +682,42 @@ static void client_ping_done(void *arg, int result)
 	}
 	rsp.seq = c->req->seq;
 	rsp.result = result;
+	/* a ping answers the page that came back; a relayed drain nothing */
+	if (c->req->op != RAMSTER__OP__OP_PING)
+		result = -1;
 	if (!c->gone &&
 	    client_reply(c, &rsp, result ? NULL : c->scratch, result ? 0 : WIRE_PAGE_SIZE))
 		return;
 	client_resume(c);
+}
+
+/*
+ * DRAIN: this node (node 0 or our own id), or relayed to peer node.
+ * @return 0 answered, 1 waiting, -1 closed.
+ */
+static int client_do_drain(struct client *c, const Ramster__Request *req)
+{
+	const struct client_env *env = c->l->env;
+	Ramster__Response rsp = RAMSTER__RESPONSE__INIT;
+
+	rsp.seq = req->seq;
+	if (!env->remote) {
+		rsp.result = -ENOTCONN;
+		return client_reply(c, &rsp, NULL, 0);
+	}
+	if (!req->node || req->node == cluster_self(remote_cluster(env->remote))) {
+		rsp.result = remote_drain(env->remote, req->flags == 1);
+		return client_reply(c, &rsp, NULL, 0);
+	}
+	c->req = req;
+	c->pending = 2; /* held while it starts: the callback may run at once */
+	remote_drain_peer(env->remote, req->node, req->flags == 1, client_ping_done, c);
+	if (--c->pending == 0) {
+		rsp.result = c->ping_result;
+		return client_reply(c, &rsp, NULL, 0);
+	}
+	env->stats->remote_waits++;
+	return 1;
 }
 
 /*
@@ -857,8 +889,7 @@ static int client_dispatch(struct client *c, const Ramster__Request *req, size_t
 	case RAMSTER__OP__OP_EXPORTS:
 		return client_do_exports(c, &rsp);
 	case RAMSTER__OP__OP_DRAIN:
-		rsp.result = env->remote ? remote_drain(env->remote, req->flags == 1) : -ENOTCONN;
-		break;
+		return client_do_drain(c, req);
 	default:
 		rsp.result = -EOPNOTSUPP; /* the decoder lets no other op through */
 		break;

@@ -206,7 +206,7 @@ static const char *cluster_op_name(int op)
 {
 	static const char *const names[] = {"NONE", "HELLO", "AUTH",	     "HEARTBEAT",  "PUT",
 					    "GET",  "FLUSH", "FLUSH_OBJECT", "FLUSH_POOL", "REPLY",
-					    "ECHO", "RETURN"};
+					    "ECHO", "RETURN", "DRAIN"};
 
 	if (op < 0 || (size_t)op >= sizeof(names) / sizeof(names[0]))
 		return "unknown op";
@@ -216,7 +216,8 @@ static const char *cluster_op_name(int op)
 static bool cluster_op_is_request(int op)
 {
 	return (op >= RAMSTER__PEER__OP__P_PUT && op <= RAMSTER__PEER__OP__P_FLUSH_POOL) ||
-	       op == RAMSTER__PEER__OP__P_ECHO || op == RAMSTER__PEER__OP__P_RETURN;
+	       op == RAMSTER__PEER__OP__P_ECHO || op == RAMSTER__PEER__OP__P_RETURN ||
+	       op == RAMSTER__PEER__OP__P_DRAIN;
 }
 
 /* Copy s for a log line, with anything unprintable as '?'. */
@@ -984,6 +985,7 @@ static int link_on_frame(struct cluster_link *l, const Ramster__Peer__Msg *m,
 	case RAMSTER__PEER__OP__P_FLUSH_POOL:
 	case RAMSTER__PEER__OP__P_ECHO:
 	case RAMSTER__PEER__OP__P_RETURN:
+	case RAMSTER__PEER__OP__P_DRAIN:
 		c->st.requests_received++;
 		if (c->h.on_request)
 			c->h.on_request(c->arg, p->node.id, peer_session(p), m, payload, plen);

@@ -154,6 +154,7 @@ struct remote {
 	/* drain (loop thread) */
 	ev_timer drain_timer;
 	bool draining;
+	ev_tstamp drain_pause_until;   /* a hand-back failed: wait before the next */
 	unsigned drain_inflight;
 	struct foreign_key drain_busy[DRAIN_INFLIGHT];
 	bool drain_busy_used[DRAIN_INFLIGHT];
@@ -849,8 +850,10 @@ static void repair_put(struct rrepair *p)
 	unsigned k;
 	int node;
 
+	/* a dead holder that came back (empty, in a new epoch) is a fine target */
 	for (k = 0; k < p->set.n; k++)
-		holders |= 1ull << (p->set.node[k] - 1);
+		if (cluster_alive(r->cl, p->set.node[k], p->set.epoch[k]))
+			holders |= 1ull << (p->set.node[k] - 1);
 	while (p->tries < REMOTIFY_TRIES) {
 		node = cluster_pick(r->cl, p->len, holders | p->tried);
 		if (node < 0)
@@ -1023,7 +1026,7 @@ static void drain_ret_cb(void *arg, int result, const Ramster__Peer__Msg *reply,
 	struct rdrain *d = arg;
 	struct remote *r = d->r;
 
-	if (result == 0 || result == -ENOENT || result == -EIO) {
+	if (result == 0 || result == -ENOENT) {
 		foreign_flush(r->fs, &r->drain_busy[d->slot]);
 		if (result == 0)
 			r->drain_returned++;
@@ -1031,7 +1034,7 @@ static void drain_ret_cb(void *arg, int result, const Ramster__Peer__Msg *reply,
 			r->drain_orphans++; /* the owner does not want this copy (or it is bad) */
 	} else if (result != -ECANCELED) {
 		r->drain_failed++;
-		ev_timer_set(&r->drain_timer, DRAIN_RETRY_MS / 1000.0, DRAIN_TICK_MS / 1000.0);
+		r->drain_pause_until = ev_now(r->loop) + DRAIN_RETRY_MS / 1000.0;
 	}
 	r->drain_busy_used[d->slot] = false;
 	r->drain_inflight--;
@@ -1092,10 +1095,8 @@ static void drain_tick(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct remote *r = (struct remote *)((char *)w - offsetof(struct remote, drain_timer));
 
-	if (r->drain_inflight < DRAIN_INFLIGHT)
+	if (r->drain_inflight < DRAIN_INFLIGHT && ev_now(loop) >= r->drain_pause_until)
 		foreign_walk(r->fs, drain_visit, r);
-	ev_timer_set(w, DRAIN_TICK_MS / 1000.0, DRAIN_TICK_MS / 1000.0);
-	ev_timer_again(loop, w);
 }
 
 int remote_drain(struct remote *r, bool on)
@@ -1120,6 +1121,40 @@ int remote_drain(struct remote *r, bool on)
 	return 0;
 }
 
+struct rdrain_peer {
+	remote_get_fn cb;
+	void *arg;
+};
+
+static void drain_peer_cb(void *arg, int result, const Ramster__Peer__Msg *reply,
+			  const uint8_t *payload, size_t plen)
+{
+	struct rdrain_peer *d = arg;
+
+	d->cb(d->arg, result);
+	free(d);
+}
+
+void remote_drain_peer(struct remote *r, uint32_t node, bool on, remote_get_fn cb, void *arg)
+{
+	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
+	struct rdrain_peer *d = malloc(sizeof(*d));
+	uint8_t b = on;
+	int rc;
+
+	if (!d) {
+		cb(arg, -ENOMEM);
+		return;
+	}
+	*d = (struct rdrain_peer){ cb, arg };
+	m.op = RAMSTER__PEER__OP__P_DRAIN;
+	rc = cluster_request(r->cl, node, &m, &b, 1, r->timeout_ms, drain_peer_cb, d);
+	if (rc) {
+		free(d);
+		cb(arg, rc);
+	}
+}
+
 /* ---- taking a copy back from a draining holder (the owner's side) ------------------------- */
 
 struct rreturn {
@@ -1136,6 +1171,40 @@ struct rreturn {
 	uint32_t checksum;
 	uint8_t data[4096];
 };
+
+struct peek {
+	uint64_t pampd;
+	bool pers;
+};
+
+static int peek_fn(void *arg, struct tmem_ref ref, bool pers, uint64_t *pampd)
+{
+	struct peek *k = arg;
+
+	k->pampd = *pampd;
+	k->pers = pers;
+	return 0;
+}
+
+/* Does our page h still name node's copy (alive), with these bytes? @return its descriptor or 0. */
+static uint64_t names_copy(struct remote *r, const struct tmem_handle *h, uint32_t node,
+			   unsigned len, uint32_t checksum, bool *pers)
+{
+	struct peek pk = { 0, false };
+	struct replica_set set;
+	unsigned k;
+
+	tmem_update(r->t, h, peek_fn, &pk);
+	if (!pk.pampd || zcache_remote_holders(r->z, pk.pampd, &set) || set.len != len ||
+	    set.checksum != checksum)
+		return 0;
+	if (pers)
+		*pers = pk.pers;
+	for (k = 0; k < set.n; k++)
+		if (set.node[k] == node && cluster_alive(r->cl, node, set.epoch[k]))
+			return pk.pampd;
+	return 0;
+}
 
 static void return_end(struct rreturn *q, int result)
 {
@@ -1169,6 +1238,14 @@ static void return_put_cb(void *arg, int result, const Ramster__Peer__Msg *reply
 	}
 	rc = zcache_remote_move(r->z, &q->h, q->expect, q->from, q->to,
 				cluster_epoch(r->cl, q->to) & 255, NULL);
+	if (rc == -ENOENT) {
+		/* the record changed (another slot re-replicated, say): if it still
+		 * names the draining copy, move it under the new descriptor */
+		q->expect = names_copy(r, &q->h, q->from, (unsigned)q->len, q->checksum, NULL);
+		if (q->expect)
+			rc = zcache_remote_move(r->z, &q->h, q->expect, q->from, q->to,
+						cluster_epoch(r->cl, q->to) & 255, NULL);
+	}
 	if (rc) {
 		/* the page changed meanwhile: neither copy is wanted */
 		flush_queue(r, q->to, RAMSTER__PEER__OP__P_FLUSH, &q->h);
@@ -1203,45 +1280,24 @@ static void return_put(struct rreturn *q)
 	return_end(q, -ENOSPC);
 }
 
-struct peek {
-	uint64_t pampd;
-	bool pers;
-};
-
-static int peek_fn(void *arg, struct tmem_ref ref, bool pers, uint64_t *pampd)
-{
-	struct peek *k = arg;
-
-	k->pampd = *pampd;
-	k->pers = pers;
-	return 0;
-}
-
 /* P_RETURN from node: place its copy of our page elsewhere, then answer. */
 static void return_serve(struct remote *r, uint32_t node, const Ramster__Peer__Msg *m,
 			 const uint8_t *payload, size_t plen)
 {
 	struct tmem_handle h = { m->page->pool, { { m->page->oid0, m->page->oid1, m->page->oid2 } },
 				 m->page->index };
-	struct peek pk = { 0, false };
+	uint32_t checksum = zcache_checksum(payload, plen);
 	struct replica_set set;
 	struct rreturn *q;
+	uint64_t expect;
 	unsigned k;
-	bool named = false;
+	bool pers = false;
 
-	tmem_update(r->t, &h, peek_fn, &pk);
-	if (!pk.pampd || zcache_remote_holders(r->z, pk.pampd, &set)) {
+	expect = names_copy(r, &h, node, (unsigned)plen, checksum, &pers);
+	if (!expect || zcache_remote_holders(r->z, expect, &set)) {
+		/* not a copy we point at (stale, or bad bytes): it can go */
 		r->returns_refused++;
 		cluster_reply(r->cl, node, m->seq, -ENOENT, NULL, NULL, 0);
-		return;
-	}
-	for (k = 0; k < set.n; k++)
-		if (set.node[k] == node && cluster_alive(r->cl, node, set.epoch[k]))
-			named = true;
-	if (!named || plen != set.len || zcache_checksum(payload, plen) != set.checksum) {
-		/* not the copy we point at (stale or bad): it can go */
-		r->returns_refused++;
-		cluster_reply(r->cl, node, m->seq, named ? -EIO : -ENOENT, NULL, NULL, 0);
 		return;
 	}
 	q = malloc(sizeof(*q));
@@ -1249,10 +1305,10 @@ static void return_serve(struct remote *r, uint32_t node, const Ramster__Peer__M
 		cluster_reply(r->cl, node, m->seq, -ENOMEM, NULL, NULL, 0);
 		return;
 	}
-	*q = (struct rreturn){ .r = r, .from = node, .seq = m->seq, .h = h, .pers = pk.pers,
-			       .expect = pk.pampd, .len = plen, .checksum = set.checksum };
+	*q = (struct rreturn){ .r = r, .from = node, .seq = m->seq, .h = h, .pers = pers,
+			       .expect = expect, .len = plen, .checksum = checksum };
 	for (k = 0; k < set.n; k++)
-		q->exclude |= 1ull << (set.node[k] - 1);
+		q->exclude |= 1ull << (set.node[k] - 1); /* a slot of the record, dead or not */
 	memcpy(q->data, payload, plen);
 	return_put(q);
 }
@@ -1330,6 +1386,15 @@ static void on_request(void *arg, uint32_t node, uint64_t session, const Ramster
 		cluster_reply(r->cl, node, m->seq, 0, NULL, payload, plen);
 		return;
 	}
+	if (m->op == RAMSTER__PEER__OP__P_DRAIN) {
+		/* peerwire let through exactly one byte */
+		rc = payload[0] > 1 ? -EINVAL : remote_drain(r, payload[0] == 1);
+		if (!rc)
+			log_notice("drain %s at the request of node %u", payload[0] ? "asked" : "ended",
+				   node);
+		cluster_reply(r->cl, node, m->seq, rc, NULL, NULL, 0);
+		return;
+	}
 	key_of(&k, node, session, m->page);
 	switch (m->op) {
 	case RAMSTER__PEER__OP__P_PUT:
@@ -1385,6 +1450,7 @@ static void on_request(void *arg, uint32_t node, uint64_t session, const Ramster
 	case RAMSTER__PEER__OP__P_RETURN:
 		return_serve(r, node, m, payload, plen);
 		break;
+
 	default:
 		cluster_reply(r->cl, node, m->seq, -EOPNOTSUPP, NULL, NULL, 0);
 		break;

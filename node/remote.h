@@ -67,6 +67,9 @@ void remote_wait_cancel(struct remote *r, void *token);
  */
 int remote_drain(struct remote *r, bool on);
 
+/* The same, relayed to peer node (P_DRAIN). cb(arg, 0 or -errno) runs once, on the loop. */
+void remote_drain_peer(struct remote *r, uint32_t node, bool on, remote_get_fn cb, void *arg);
+
 /* The cluster (for peers listings). */
 struct cluster *remote_cluster(struct remote *r);
 

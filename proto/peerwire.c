@@ -50,6 +50,8 @@ static const struct peerwire_rule peerwire_rules[] = {
 	/* a draining holder's copy, handed back to its owner */
 	[RAMSTER__PEER__OP__P_RETURN] = { 1, PW_PAGE, PW_PAGE, 1, PAGE_PERSISTENT, 1,
 					  PEERWIRE_PAGE_MAX },
+	/* an operator's drain relayed to a peer: one byte, 1 on, 0 off */
+	[RAMSTER__PEER__OP__P_DRAIN] = { 1, 0, 0, 1, 0, 1, 1 },
 	/* the reply to a GET may carry the page (its checksum) and the bytes */
 	[RAMSTER__PEER__OP__P_REPLY] = { 1, 0, PW_PAGE, 1, PW_KNOWN_FLAGS, 0, PEERWIRE_PAGE_MAX },
 };

@@ -189,7 +189,9 @@ static const char *wire_request_check(const struct wire_hdr *h, const Ramster__R
 		/* client.proto: the uuid is empty but for a shared POOL_NEW */
 		return "unexpected uuid";
 	}
-	if (req->node && req->op != RAMSTER__OP__OP_PING)
+	if (req->node > 64)
+		return "node out of range (1..64, or 0)";
+	if (req->node && req->op != RAMSTER__OP__OP_PING && req->op != RAMSTER__OP__OP_DRAIN)
 		return "unexpected node";
 	if (req->op == RAMSTER__OP__OP_PUT)
 		want_payload = (uint32_t)req->n_items * WIRE_PAGE_SIZE;

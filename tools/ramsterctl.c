@@ -41,10 +41,12 @@ static void ctl_usage(FILE *f)
 		"                  RTT, pages lent to and borrowed from each peer\n"
 		"  exports         the NBD exports: size, pages stored (local, remote,\n"
 		"                  backing), clients, requests and errors\n"
-		"  drain [--no-wait]  stop taking peers' pages and hand every page held for\n"
-		"                  them back to its owner (placed on another peer); shows\n"
-		"                  progress until none is left; then the node can stop\n"
-		"  undrain         take peers' pages again\n"
+		"  drain [NODE] [--no-wait]\n"
+		"                  the node (or its peer NODE, an id or a name) stops taking\n"
+		"                  peers' pages and hands every page it holds back to its\n"
+		"                  owner (placed on another peer); shows the node's progress\n"
+		"                  until none is left; then it can stop without loss\n"
+		"  undrain [NODE]  take peers' pages again\n"
 		"  genkey          print a new cluster key (32 random bytes as 64 hex digits)\n"
 		"\n"
 		"Options:\n"
@@ -298,16 +300,52 @@ static uint64_t ctl_stat(ramster *r, const char *name)
 	return v;
 }
 
-/* Drain (or end it); with wait, show progress until no foreign page is left. */
-static int ctl_drain(ramster *r, int on, int wait)
+/* NODE of drain/undrain: an id, or a peer's name. @return the id, 0 for none, -1 unknown. */
+static long ctl_node_id(ramster *r, const char *arg)
+{
+	struct ramster_peer_info *p = NULL;
+	size_t n = 0, i;
+	long id = -1;
+	char *end;
+	unsigned long v;
+
+	if (!arg)
+		return 0;
+	v = strtoul(arg, &end, 10);
+	if (*arg && !*end)
+		return v >= 1 && v <= 64 ? (long)v : -1;
+	if (ramster_peers(r, &p, &n))
+		return -1;
+	for (i = 0; i < n; i++)
+		if (!strcmp(p[i].name, arg))
+			id = p[i].id;
+	free(p);
+	return id;
+}
+
+/* Drain (or end it); with wait, show this node's progress until it holds no foreign page. */
+static int ctl_drain(ramster *r, int on, const char *node_arg, int wait)
 {
 	uint64_t left, last = UINT64_MAX;
-	int rc = ramster_drain(r, on);
+	long node = ctl_node_id(r, node_arg);
+	int rc;
 
+	if (node < 0) {
+		fprintf(stderr, "ramsterctl: %s: no node '%s' (an id 1..64 or a peer's name)\n",
+			on ? "drain" : "undrain", node_arg);
+		return EXIT_USAGE;
+	}
+	rc = ramster_drain(r, (uint32_t)node, on);
 	if (rc)
 		return ctl_failed(on ? "drain" : "undrain", rc);
 	if (!on) {
 		printf("undrain: the node takes peers' pages again\n");
+		return 0;
+	}
+	if (node) {
+		printf("drain: node %ld is draining; its progress is drain_pages_left in its own "
+		       "stats (ramsterctl --socket ITS_SOCKET stats)\n",
+		       node);
 		return 0;
 	}
 	for (;;) {
@@ -397,6 +435,7 @@ int main(int argc, char **argv)
 	const char *path = NULL, *cmd;
 	int ch, json = 0, drain_wait = 1, rc;
 	uint32_t ping_node = 0;
+	const char *drain_node = NULL;
 	ramster *r;
 
 	while ((ch = getopt_long(argc, argv, "+s:hV", longopts, NULL)) != -1) {
@@ -432,8 +471,13 @@ int main(int argc, char **argv)
 		ping_node = (uint32_t)v;
 		optind++;
 	}
-	if (!strcmp(cmd, "drain") && optind < argc && !strcmp(argv[optind], "--no-wait")) {
-		drain_wait = 0;
+	while ((!strcmp(cmd, "drain") || !strcmp(cmd, "undrain")) && optind < argc) {
+		if (!strcmp(cmd, "drain") && !strcmp(argv[optind], "--no-wait"))
+			drain_wait = 0;
+		else if (!drain_node && argv[optind][0] != '-')
+			drain_node = argv[optind];
+		else
+			break;
 		optind++;
 	}
 	if (optind < argc)
@@ -466,7 +510,7 @@ int main(int argc, char **argv)
 	else if (!strcmp(cmd, "exports"))
 		rc = ctl_exports(r);
 	else if (!strcmp(cmd, "drain") || !strcmp(cmd, "undrain"))
-		rc = ctl_drain(r, !strcmp(cmd, "drain"), drain_wait);
+		rc = ctl_drain(r, !strcmp(cmd, "drain"), drain_node, drain_wait);
 	else
 		rc = ctl_pools(r);
 	ramster_close(r);

@@ -42,7 +42,7 @@ static void fuzz_check(const Ramster__Peer__Msg *m, size_t plen)
 	uint64_t sum = m->seq;
 	size_t i;
 
-	fuzz_assert(m->op >= RAMSTER__PEER__OP__P_HELLO && m->op <= RAMSTER__PEER__OP__P_RETURN);
+	fuzz_assert(m->op >= RAMSTER__PEER__OP__P_HELLO && m->op <= RAMSTER__PEER__OP__P_DRAIN);
 	fuzz_assert(plen <= PEERWIRE_PAGE_MAX);
 	fuzz_assert((m->hello != NULL) == (m->op == RAMSTER__PEER__OP__P_HELLO));
 	fuzz_assert((m->auth != NULL) == (m->op == RAMSTER__PEER__OP__P_AUTH));
@@ -52,7 +52,7 @@ static void fuzz_check(const Ramster__Peer__Msg *m, size_t plen)
 	else if (m->op != RAMSTER__PEER__OP__P_REPLY)
 		fuzz_assert(m->page == NULL); /* P_ECHO carries no page either */
 	if (fuzz_is_request(m->op) || m->op == RAMSTER__PEER__OP__P_REPLY ||
-	    m->op == RAMSTER__PEER__OP__P_ECHO)
+	    m->op == RAMSTER__PEER__OP__P_ECHO || m->op == RAMSTER__PEER__OP__P_DRAIN)
 		fuzz_assert(m->seq != 0);
 	if (m->op == RAMSTER__PEER__OP__P_REPLY)
 		fuzz_assert(m->result <= 0 && m->result >= -4095);
@@ -60,6 +60,8 @@ static void fuzz_check(const Ramster__Peer__Msg *m, size_t plen)
 		fuzz_assert(m->result == 0);
 	if (m->op == RAMSTER__PEER__OP__P_PUT || m->op == RAMSTER__PEER__OP__P_RETURN)
 		fuzz_assert(plen >= 1);
+	else if (m->op == RAMSTER__PEER__OP__P_DRAIN)
+		fuzz_assert(plen == 1);
 	else if (m->op != RAMSTER__PEER__OP__P_REPLY && m->op != RAMSTER__PEER__OP__P_ECHO)
 		fuzz_assert(plen == 0);
 	if (plen)

@@ -722,9 +722,10 @@ static void test_drain_then_kill_loses_nothing(void **state)
 	on_gamma = stat_of(c, 2, "foreign_pages");
 	assert_true(on_gamma > 0);
 	/* undrain before anything moved is harmless; drain flags are checked */
-	assert_int_equal(ramster_drain(g, 2), -EINVAL);
-	assert_int_equal(ramster_drain(g, 0), 0);
-	assert_int_equal(ramster_drain(g, 1), 0);
+	assert_int_equal(ramster_drain(g, 0, 2), -EINVAL);
+	assert_int_equal(ramster_drain(g, 0, 0), 0);
+	assert_true(ramster_drain(r, 9, 1) < 0); /* no such peer */
+	assert_int_equal(ramster_drain(r, 3, 1), 0); /* relayed by alpha to gamma */
 	assert_int_equal(stat_of(c, 2, "drain_active"), 1);
 	assert_int_equal(wait_stat(c, 2, "foreign_pages", 0, 30000 * SLOW), 0);
 	assert_int_equal(stat_of(c, 2, "drain_pages_left"), 0);

@@ -339,6 +339,21 @@ static void test_return(void **state)
 	pw_expect_bad(&p, 1000, "page missing");
 }
 
+/* P_DRAIN: exactly one byte, no page. */
+static void test_drain(void **state)
+{
+	struct pw_msg p;
+
+	pw_valid(&p, RAMSTER__PEER__OP__P_GET);
+	p.m.op = RAMSTER__PEER__OP__P_DRAIN;
+	p.m.page = NULL;
+	pw_expect_ok(&p, 1);
+	pw_expect_bad(&p, 0, "payload missing");
+	pw_expect_bad(&p, 2, "payload too long");
+	p.m.page = &p.page;
+	pw_expect_bad(&p, 1, "unexpected page");
+}
+
 static void test_bad_hello(void **state)
 {
 	struct pw_msg p;
@@ -586,6 +601,7 @@ int main(void)
 		cmocka_unit_test(test_bad_op),
 	cmocka_unit_test(test_echo),
 	cmocka_unit_test(test_return),
+	cmocka_unit_test(test_drain),
 		cmocka_unit_test(test_bad_hello),
 		cmocka_unit_test(test_bad_auth),
 		cmocka_unit_test(test_bad_heartbeat),

@@ -646,6 +646,24 @@ static void test_request_ping(void **state)
 	test_expect_reject(&req, 0, "unexpected node");
 }
 
+/* DRAIN: flags 0 or 1, a node 0..64, no payload, no items. */
+static void test_request_drain(void **state)
+{
+	Ramster__Request req = test_req(RAMSTER__OP__OP_DRAIN, 0);
+
+	test_expect_accept(&req, 0);
+	req.flags = 1;
+	req.node = 64;
+	test_expect_accept(&req, 0);
+	req.node = 65;
+	test_expect_reject(&req, 0, "node out of range (1..64, or 0)");
+	req.node = 2;
+	req.flags = 2;
+	test_expect_reject(&req, 0, "drain flags are 0 or 1");
+	req.flags = 1;
+	test_expect_reject(&req, 10, "unexpected payload");
+}
+
 static void test_response_admin(void **state)
 {
 	Ramster__Request req = test_req(RAMSTER__OP__OP_POOLS, 0);
@@ -718,6 +736,7 @@ int main(void)
 	    cmocka_unit_test(test_response_put),
 	    cmocka_unit_test(test_response_single),
 	    cmocka_unit_test(test_request_ping),
+	    cmocka_unit_test(test_request_drain),
 	    cmocka_unit_test(test_response_admin),
 	};
 
