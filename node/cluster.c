@@ -1533,10 +1533,11 @@ double cluster_rtt_us(struct cluster *c, uint32_t node)
 	return p->rtt_us > 0 ? p->rtt_us : 1e9;
 }
 
-int cluster_pick(struct cluster *c, size_t need, uint64_t exclude)
+/* The live peers not in exclude with room for need bytes. @return how many. */
+static size_t pick_candidates(struct cluster *c, size_t need, uint64_t exclude,
+			      struct cluster_peer **cand)
 {
-	struct cluster_peer *cand[CONFIG_NODES_MAX], *a, *b;
-	size_t i, j, n = 0;
+	size_t i, n = 0;
 
 	for (i = 0; i < c->n_peers; i++) {
 		struct cluster_peer *p = &c->peers[i];
@@ -1549,6 +1550,21 @@ int cluster_pick(struct cluster *c, size_t need, uint64_t exclude)
 			continue;
 		cand[n++] = p;
 	}
+	return n;
+}
+
+unsigned cluster_candidates(struct cluster *c, size_t need, uint64_t exclude)
+{
+	struct cluster_peer *cand[CONFIG_NODES_MAX];
+
+	return (unsigned)pick_candidates(c, need, exclude, cand);
+}
+
+int cluster_pick(struct cluster *c, size_t need, uint64_t exclude)
+{
+	struct cluster_peer *cand[CONFIG_NODES_MAX], *a, *b;
+	size_t i, j, n = pick_candidates(c, need, exclude, cand);
+
 	if (!n) {
 		c->st.picks_failed++;
 		return -ENOSPC;

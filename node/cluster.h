@@ -104,6 +104,9 @@ unsigned cluster_epoch(struct cluster *c, uint32_t node);
  */
 int cluster_pick(struct cluster *c, size_t need, uint64_t exclude);
 
+/* How many peers cluster_pick could choose from now (live, not excluded, with room). */
+unsigned cluster_candidates(struct cluster *c, size_t need, uint64_t exclude);
+
 /* This node's id. */
 uint32_t cluster_self(const struct cluster *c);
 

@@ -36,7 +36,7 @@
 #define REMOTIFY_IDLE_MS 5        /* how often an idle thread looks at the tier */
 #define REMOTIFY_BACKOFF_MS 50    /* pause after a frame found no peer */
 #define REMOTIFY_TRIES 3          /* peers tried for one page (plus one per extra copy) */
-#define REPAIR_INFLIGHT 8         /* re-replications at once */
+#define REPAIR_INFLIGHT 16        /* re-replications at once */
 #define REPAIR_TICK_MS 10         /* the repair walk's pace */
 #define REPAIR_WALK 4096          /* records looked at a tick, at most */
 #define REPAIR_IDLE_MS 500        /* pause after a pass that could mend nothing */
@@ -149,7 +149,8 @@ struct remote {
 	uint64_t repair_busy[REPAIR_INFLIGHT];   /* ids being mended */
 	double repair_tokens;
 	bool repair_progress;                   /* this pass mended something */
-	uint64_t rereplicated, repair_failed, repair_stale, replica_lost, repair_passes;
+	bool repair_blocked;                    /* no peer could take a copy: pause */
+	uint64_t rereplicated, repair_failed, repair_stale, replica_lost, repair_passes, repair_waits;
 
 	/* drain (loop thread) */
 	ev_timer drain_timer;
@@ -525,6 +526,13 @@ static void job_start(struct rjob *job)
 		job->pg[i] = (struct rpage){ .job = job, .i = i };
 		job->pg[i].want = job->out.p[i].pers ? r->replicas : 1;
 		job->pending++;
+		if (cluster_candidates(r->cl, job->out.p[i].len, 0) < job->pg[i].want) {
+			/* fewer live peers with room than copies wanted: do not send
+			 * copies that would only be flushed again */
+			r->no_target++;
+			page_failed(&job->pg[i]);
+			continue;
+		}
 		page_send(&job->pg[i]);
 	}
 	job_page_done(job);
@@ -962,7 +970,22 @@ static void repair_visit(void *arg, uint64_t id, const struct tmem_handle *h, bo
 		log_lost(h);
 		return;
 	}
-	if (slot == REPAIR_INFLIGHT || !(p = calloc(1, sizeof(*p))))
+	if (slot == REPAIR_INFLIGHT)
+		return;
+	{
+		uint64_t live = 0;
+
+		for (k = 0; k < s->n; k++)
+			if (cluster_alive(r->cl, s->node[k], s->epoch[k]))
+				live |= 1ull << (s->node[k] - 1);
+		if (!cluster_candidates(r->cl, s->len, live)) {
+			/* no peer could take a copy now: wait (a peer coming up wakes us) */
+			r->repair_blocked = true;
+			return;
+		}
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p)
 		return;
 	*p = (struct rrepair){ .r = r, .slot = slot, .id = id, .h = *h, .pers = pers, .set = *s,
 			       .from = from };
@@ -982,9 +1005,15 @@ static void repair_tick(struct ev_loop *loop, ev_timer *w, int revents)
 	if (r->repair_tokens > r->repair_rate / 10.0 + 1)
 		r->repair_tokens = r->repair_rate / 10.0 + 1; /* no bursts after a pause */
 	w->repeat = REPAIR_TICK_MS / 1000.0;
+	r->repair_blocked = false;
 	while (r->repair_inflight < REPAIR_INFLIGHT && r->repair_tokens >= 1 &&
 	       walked < REPAIR_WALK) {
 		walked += (unsigned)replica_walk(t, &r->repair_cursor, 1, repair_visit, r);
+		if (r->repair_blocked) {
+			r->repair_waits++;
+			w->repeat = REPAIR_IDLE_MS / 1000.0;
+			break;
+		}
 		if (r->repair_cursor)
 			continue;
 		/* a pass is over */
@@ -1687,6 +1716,8 @@ void remote_foreach_stat(struct remote *r,
 	   "re-replicated copies flushed: the page changed meanwhile");
 	fn(arg, "replica_lost", r->replica_lost, "persistent pages whose every copy died (logged)");
 	fn(arg, "replica_repair_passes", r->repair_passes, "passes of the repair walk");
+	fn(arg, "replica_repair_waits", r->repair_waits,
+	   "pauses of the repair walk: no live peer could take another copy");
 	fn(arg, "replica_repair_active", r->repair_on, "1 while re-replication is running");
 	{
 		struct foreign_stats ds;

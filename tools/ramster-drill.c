@@ -6,12 +6,17 @@
  * and writing, then reads every page back and reports what was lost.
  *
  * Invariants checked: never a wrong byte; with replicas = 1 the pages lost are
- * exactly those the victim held for node 1 when the fault began. Everything
- * it creates (namespaces, processes, a /tmp directory) is removed on exit,
- * also on failure or a signal; --cleanup removes leftovers of killed runs.
- * Exit: 0 passed, 1 failed, 2 usage or set-up error, 77 skipped.
+ * exactly those the victim held for node 1 when the fault began; with more
+ * replicas than victims (and after a drain) no persistent page is lost, no
+ * get answers -EIO, the owner restores its replica count when enough peers
+ * live, and gets after the detection stay near their steady latency. Every
+ * drill also holds n1 to its detection floor (dead_after_ms + 2 heartbeats).
+ * Everything it creates (namespaces, processes, a /tmp directory) is removed
+ * on exit, also on failure or a signal; --cleanup removes leftovers of killed
+ * runs. Exit: 0 passed, 1 failed, 2 usage or set-up error, 77 skipped.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -42,6 +47,15 @@
 #define EXIT_SKIP   77
 #define SCRATCH_MAX (1u << 20) /* pages the drill-time writer may add */
 #define WRITE_EVERY 8	       /* the drill client: one put per this many ops */
+#define REPLICAS_MAX 4
+#define POLL_MS	     10	   /* wait_peers: n1's peer table read this often */
+#define SCHED_SLACK  40	   /* detection floor: libev timer and scheduler lateness */
+#define STAT_POLL_MS 50	   /* replica_below_target read this often */
+#define RESTORE_MS   60000 /* at most this long for the replica count to return */
+#define DRAIN_MS     120000 /* at most this long for a drain */
+#define LAT_FACTOR   3	   /* after-detection get p99 may be this times the steady one */
+#define LAT_ALLOW_US 2000  /* ... or this much: a 2-vCPU VM's p99 is noise below it */
+#define LAT_MIN_GETS 200   /* fewer gets after the detection: their p99 is just their max */
 
 enum drill { D_KILL, D_STOP, D_PARTITION, D_RESTART, D_DRAIN, D_KILL_TWO };
 static const char *const drill_names[] = {"kill",    "stop",  "partition",
@@ -53,7 +67,8 @@ static const char *const set_names[] = {"persistent-a", "persistent-b", "ephemer
 
 struct opts {
 	enum drill drill;
-	unsigned nodes;
+	unsigned nodes, replicas;
+	bool nodes_set, replicas_set; /* given on the command line */
 	unsigned local_mb;
 	uint64_t pages;
 	unsigned dead_after_ms, heartbeat_ms;
@@ -403,19 +418,31 @@ static void *signal_thread(void *arg)
 	_exit(128 + sig);
 }
 
-/* --cleanup: every namespace named rd-*, its processes first. */
+/*
+ * --cleanup: every namespace named rd-*, its processes first; except those
+ * of a drill still running (rd-PID-* with PID alive): several runs may share
+ * the machine (a sanitizer build's suite, a second checkout).
+ */
 static int cleanup_leftovers(void)
 {
 	char line[256], name[128];
-	unsigned n = 0;
+	unsigned n = 0, kept = 0;
 	FILE *p;
 
 	p = popen("ip netns list 2>/dev/null", "r");
 	if (!p)
 		die("ip netns list: %s", strerror(errno));
 	while (fgets(line, sizeof(line), p)) {
+		int pid;
+
 		if (sscanf(line, "%127s", name) != 1 || strncmp(name, NS_PREFIX, strlen(NS_PREFIX)))
 			continue;
+		if (sscanf(name + strlen(NS_PREFIX), "%d-", &pid) == 1 && pid > 0 &&
+		    kill(pid, 0) == 0) {
+			printf("kept namespace %s: its drill (pid %d) is running\n", name, pid);
+			kept++;
+			continue;
+		}
 		sh("ip netns pids %s | xargs -r kill -9", name);
 		if (sh("ip netns del %s", name) == 0) {
 			printf("removed namespace %s\n", name);
@@ -425,7 +452,11 @@ static int cleanup_leftovers(void)
 		}
 	}
 	pclose(p);
-	sh("rm -rf /tmp/ramster-drill.*");
+	/* the directories name no pid: a running drill's would go with the rest */
+	if (kept)
+		printf("kept /tmp/ramster-drill.*: a drill is running\n");
+	else
+		sh("rm -rf /tmp/ramster-drill.*");
 	printf("cleanup: %u namespace(s) removed\n", n);
 	return 0;
 }
@@ -687,7 +718,12 @@ struct lat {
 	size_t n, cap;
 };
 
-enum { PH_STEADY, PH_DRILL, PH_DONE };
+/*
+ * The client's phases: steady (before the fault), detect (the fault is in,
+ * n1 has not yet declared the victim dead: gets of its pages wait), after
+ * (n1 knows: with replicas >= 2 gets go to the surviving copies at once).
+ */
+enum { PH_STEADY, PH_DETECT, PH_AFTER, PH_DONE };
 
 /* The client that keeps reading and writing while the drill runs (its own connection). */
 static struct {
@@ -695,8 +731,13 @@ static struct {
 	ramster *r;
 	atomic_int phase;
 	atomic_bool pause_writes, writes_paused;
-	struct lat lat[2];
-	uint64_t gets, get_lost, puts, wrong, errors; /* read after join */
+	struct lat lat[PH_DONE];
+	uint64_t get_lost[PH_DONE];		      /* gets answered -EIO, by phase */
+	/* puts, by phase: a node that cannot place copies makes them wait for
+	 * room, which stalls this client's gets too */
+	struct lat put_lat[PH_DONE];
+	uint64_t put_refused[PH_DONE];
+	uint64_t gets, puts, wrong, errors;	      /* read after join */
 	uint64_t scratch_n;			      /* scratch handles used */
 } cl;
 
@@ -752,10 +793,14 @@ static void *client_thread(void *arg)
 			i = cl.scratch_n++;
 			page_fill(page, SET_SCRATCH, i);
 			handle_of(i, &oid, &index);
+			t = now_ms();
 			rc = ramster_put(cl.r, sets[SET_SCRATCH].pool, &oid, index, page);
+			lat_add(&cl.put_lat[ph], (now_ms() - t) * 1e3);
 			if (rc == 0) {
 				sets[SET_SCRATCH].ok[i] = 1;
 				cl.puts++;
+			} else {
+				cl.put_refused[ph]++;
 			}
 			continue;
 		}
@@ -774,7 +819,7 @@ static void *client_thread(void *arg)
 			if (memcmp(want, page, PAGE))
 				cl.wrong++;
 		} else if (rc == -EIO) {
-			cl.get_lost++;
+			cl.get_lost[ph]++;
 		} else {
 			if (!cl.errors++)
 				fprintf(stderr, "ramster-drill: client get: %s (%d)\n",
@@ -795,21 +840,92 @@ static void client_pause_writes(void)
 
 /* ---- the drill ------------------------------------------------------------------ */
 
+#define NOSTAT UINT64_MAX /* node_stat: no such counter, or the node did not answer */
+
+/* What the drill may lose, by the fault and the replica count. */
+enum expect {
+	EX_EXACT,      /* replicas = 1: exactly what the victims held for n1 */
+	EX_BOUNDED,    /* 1 < replicas <= victims: at most that (copies on two victims) */
+	EX_REPLICATED, /* replicas > victims: no persistent page; ephemeral: one copy */
+	EX_DRAINED,    /* drain: the victim gave everything away before it died */
+};
+
 struct result {
 	unsigned victims;	/* mask of node ids */
+	unsigned nvictims;	/* of the mask */
+	unsigned live_after;	/* peers of n1 alive once the fault is over */
+	enum expect expect;
 	uint64_t expected_lost; /* victims' foreign_pages just before the fault */
 	uint64_t lent;		/* node 1's view: pages the victims held for it */
 	uint64_t lost_after;	/* of the lost: pages written after the fault began */
+	/* from the fault (drain: from the kill that follows it) */
 	double detect_ms, dead_ms, rejoin_ms, hold_ms;
 	bool rejoined;
 	struct tally t;
-	double st_p50, st_p99, dr_p50, dr_p99, dr_max;
-	uint64_t dr_gets;
+	/* get latencies, us: steady; detecting (fault to dead); after; the whole drill */
+	double st_p50, st_p99, dt_p50, dt_p99, dt_max, af_p50, af_p99, af_max, dr_p50, dr_p99,
+	    dr_max;
+	uint64_t dt_gets, af_gets, dr_gets, eio_drill;
+	double put_p50[PH_DONE], put_p99[PH_DONE], put_max[PH_DONE]; /* us */
+	/* the detection floor: dead_after_ms + 2 x heartbeat_ms + slack */
+	double floor_ms, floor_seen;
+	bool floor_met;
+	/* the replica count on n1 (NOSTAT: the daemon has no such counter) */
+	bool restored;
+	double restore_ms, restore_rejoin_ms; /* from the fault; from the rejoin (-1: before) */
+	uint64_t below_at_fault, below_peak, below_end;
+	uint64_t rerep0, rlost0, rerep, rlost; /* counters at the fault and at the end */
+	uint64_t rfail0, rfail;		       /* replica_repair_failed: why no restore */
+	/* drain */
+	bool drain_done, drain_cmd_ok;
+	int drain_rc;
+	double drain_ms;
+	uint64_t drain_returned, drain_failed, drain_orphans;
+	uint64_t drain_foreign; /* n2's foreign_pages at the kill */
+	/* the latency floor */
+	bool lat_checked, lat_judged, lat_met; /* judged: enough gets to have a p99 */
+	char lat_rule[96]; /* which rule passed */
+	/* what the copies cost, read at the fault: n1's remote pages and replica
+	 * table, and what every peer holds for it (pages, bytes charged) */
+	uint64_t mem_remote, mem_records, mem_table, mem_peer_pages, mem_peer_used;
 };
 
+static uint64_t delta(uint64_t now, uint64_t then)
+{
+	return now == NOSTAT || then == NOSTAT ? NOSTAT : now - then;
+}
+
+/* A counter as text: "n/a" when the daemon has none. */
+static const char *stat_str(char *buf, size_t len, uint64_t v)
+{
+	if (v == NOSTAT)
+		snprintf(buf, len, "n/a");
+	else
+		snprintf(buf, len, "%llu", (unsigned long long)v);
+	return buf;
+}
+
+/* The same for JSON: null when absent. */
+static const char *stat_json(char *buf, size_t len, uint64_t v)
+{
+	return v == NOSTAT ? "null" : stat_str(buf, len, v);
+}
+
+/* A time for JSON: null when not measured (< 0). */
+static const char *ms_json(char *buf, size_t len, double ms)
+{
+	if (ms < 0)
+		snprintf(buf, len, "null");
+	else
+		snprintf(buf, len, "%.1f", ms);
+	return buf;
+}
+
 /*
- * Poll node 1 until every peer of mask is in state (all = true) or none is
- * (all = false). @return ms since t0, -1 after limit_ms.
+ * Poll node 1 every POLL_MS until every peer of mask is in state (all =
+ * true) or none is (all = false). @return ms since t0, -1 after limit_ms.
+ * The interval bounds how late a time measured here can be: it is part of
+ * the detection floor's slack.
  */
 static double wait_peers(ramster *r1, unsigned mask, const char *state, bool all, double t0,
 			 double limit_ms)
@@ -821,7 +937,7 @@ static double wait_peers(ramster *r1, unsigned mask, const char *state, bool all
 			return now_ms() - t0;
 		if (now_ms() - t0 > limit_ms)
 			return -1;
-		sleep_ms(2);
+		sleep_ms(POLL_MS);
 	}
 }
 
@@ -831,11 +947,185 @@ static bool have_drain(void)
 	return sh("'%s/ramsterctl' --help | grep -qw drain", run.bin) == 0;
 }
 
+/*
+ * Start `ramsterctl --socket NODE'S-SOCKET cmd`, its output appended to the
+ * run's log, and do not wait: whether the drain command answers at once or
+ * only when done, the drill watches the progress meanwhile. Everything the
+ * child needs is prepared before the fork: the client thread runs, and only
+ * async-signal-safe calls are safe in the child. @return the pid, or -1.
+ */
+static pid_t ctl_start(unsigned node, const char *cmd)
+{
+	char exe[4200], sock[128], log[128];
+	char *argv[] = {exe, (char *)"--socket", sock, (char *)cmd, NULL};
+	sigset_t none;
+	pid_t pid;
+	int fd;
+
+	snprintf(exe, sizeof(exe), "%s/ramsterctl", run.bin);
+	sock_path(sock, sizeof(sock), node);
+	snprintf(log, sizeof(log), "%s/drill.log", run.dir);
+	sigemptyset(&none);
+	pid = fork();
+	if (pid != 0)
+		return pid;
+	pthread_sigmask(SIG_SETMASK, &none, NULL);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	fd = open(log, O_WRONLY | O_APPEND | O_CREAT, 0600);
+	if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+		_exit(126);
+	execv(exe, argv);
+	_exit(127);
+}
+
+/*
+ * The drain: n2 refuses new foreign pages and hands those it holds to the
+ * other peers, while the client keeps reading and writing (its new pages must
+ * not land on n2). Done when ramsterctl succeeded, n2 says it drains and it
+ * has no foreign page left; progress every 500 ms.
+ */
+static void drain(struct result *res)
+{
+	double t0 = now_ms(), next = t0;
+	pid_t ctl = ctl_start(2, "drain");
+	uint64_t left = NOSTAT, active = NOSTAT;
+	char b1[24], b2[24], b3[24];
+	int st;
+
+	res->drain_rc = -1;
+	if (ctl < 0) {
+		note("cannot start ramsterctl: %s", strerror(errno));
+		res->drain_ms = -1;
+		return;
+	}
+	note("n2: ramsterctl drain (the client keeps going)");
+	for (;;) {
+		if (ctl > 0 && waitpid(ctl, &st, WNOHANG) == ctl) {
+			res->drain_rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+			ctl = 0;
+			if (res->drain_rc) {
+				note("'ramsterctl drain' on n2 exited %d (see %s/drill.log)",
+				     res->drain_rc, run.dir);
+				break;
+			}
+		}
+		left = node_stat(2, "drain_pages_left");
+		active = node_stat(2, "drain_active");
+		/* 0 left means drained only once n2 took the command: before, it is
+		 * the counter of a node that is not draining */
+		if (ctl == 0 && active == 1 && left == 0) {
+			res->drain_done = true;
+			break;
+		}
+		if (now_ms() >= next && active == 1) {
+			note("  %5.1f s: n2 drain_pages_left %s (returned %s, failed %s)",
+			     (now_ms() - t0) / 1e3, stat_str(b1, sizeof(b1), left),
+			     stat_str(b2, sizeof(b2), node_stat(2, "drain_returned")),
+			     stat_str(b3, sizeof(b3), node_stat(2, "drain_failed")));
+			next += 500;
+		}
+		if (now_ms() - t0 > DRAIN_MS) {
+			note("n2 not drained after %u s: drain_pages_left %s, drain_active %s",
+			     DRAIN_MS / 1000, stat_str(b1, sizeof(b1), left),
+			     stat_str(b2, sizeof(b2), active));
+			break;
+		}
+		sleep_ms(STAT_POLL_MS);
+	}
+	res->drain_ms = now_ms() - t0;
+	if (ctl > 0) {
+		kill(ctl, SIGKILL);
+		waitpid(ctl, NULL, 0);
+	}
+	res->drain_cmd_ok = res->drain_rc == 0;
+	res->drain_returned = node_stat(2, "drain_returned");
+	res->drain_failed = node_stat(2, "drain_failed");
+	res->drain_orphans = node_stat(2, "drain_orphans");
+	res->drain_foreign = node_stat(2, "foreign_pages");
+	if (res->drain_done)
+		note("n2 drained in %.0f ms: %s pages handed over, %s failed, foreign_pages %s",
+		     res->drain_ms, stat_str(b1, sizeof(b1), res->drain_returned),
+		     stat_str(b2, sizeof(b2), res->drain_failed),
+		     stat_str(b3, sizeof(b3), res->drain_foreign));
+}
+
+/*
+ * Watches n1's replica_below_target every STAT_POLL_MS from the fault on, in
+ * its own thread so that the times the drill measures meanwhile (dead,
+ * rejoin) are not coarsened by it. Armed once n1 knows the victims' copies
+ * are gone (declared dead, or back as a new incarnation): the first 0 from
+ * then on is the restore. A 0 before that is only n1 not knowing yet.
+ */
+static struct {
+	pthread_t th;
+	atomic_bool stop, armed, restored, started;
+	_Atomic double restored_at;  /* now_ms() of that first 0 */
+	_Atomic uint64_t peak, last; /* peak: since armed */
+} rw;
+
+static void *restore_thread(void *arg)
+{
+	while (!atomic_load(&rw.stop)) {
+		bool armed = atomic_load(&rw.armed);
+		uint64_t v = node_stat(1, "replica_below_target");
+
+		atomic_store(&rw.last, v);
+		if (armed && v != NOSTAT) {
+			if (v > atomic_load(&rw.peak) || atomic_load(&rw.peak) == NOSTAT)
+				atomic_store(&rw.peak, v);
+			if (v == 0 && !atomic_load(&rw.restored)) {
+				atomic_store(&rw.restored_at, now_ms());
+				atomic_store(&rw.restored, true);
+			}
+		}
+		sleep_ms(STAT_POLL_MS);
+	}
+	return arg;
+}
+
+static void restore_watch_start(void)
+{
+	atomic_store(&rw.peak, NOSTAT);
+	atomic_store(&rw.last, NOSTAT);
+	if (pthread_create(&rw.th, NULL, restore_thread, NULL))
+		die("pthread_create failed");
+	atomic_store(&rw.started, true);
+}
+
+/*
+ * Wait for the restore once the fault is over: at most RESTORE_MS, and only
+ * when enough peers live to hold every copy; else it cannot come.
+ */
+static void restore_wait(const struct result *res)
+{
+	double t0 = now_ms(), next = t0 + 5000;
+	char b[24];
+
+	if (res->live_after < o.replicas) {
+		note("n1 cannot restore %u copies: %u live peer(s) (replica_below_target %s)",
+		     o.replicas, res->live_after,
+		     stat_str(b, sizeof(b), node_stat(1, "replica_below_target")));
+		return;
+	}
+	while (!atomic_load(&rw.restored) && now_ms() - t0 < RESTORE_MS) {
+		if (now_ms() >= next) {
+			note("  %4.0f s: n1 replica_below_target %s", (now_ms() - t0) / 1e3,
+			     stat_str(b, sizeof(b), atomic_load(&rw.last)));
+			next += 5000;
+		}
+		sleep_ms(STAT_POLL_MS);
+	}
+}
+
 static void fault(struct result *res, ramster *r1)
 {
 	unsigned i;
-	double t0, hold = o.dead_after_ms * 2.0 < 3000 ? 3000 : o.dead_after_ms * 2.0;
+	double t0, tk, rejoined_at = 0;
+	double hold = o.dead_after_ms * 2.0 < 3000 ? 3000 : o.dead_after_ms * 2.0;
+	bool back = o.drill == D_STOP || o.drill == D_PARTITION || o.drill == D_RESTART;
 
+	if (o.replicas >= 2)
+		restore_watch_start();
 	t0 = now_ms();
 	switch (o.drill) {
 	case D_KILL:
@@ -853,20 +1143,22 @@ static void fault(struct result *res, ramster *r1)
 			note("warning: cutting n2's link failed");
 		break;
 	case D_DRAIN:
-		if (sh("'%s/ramsterctl' --socket '%s/n2.sock' drain", run.bin, run.dir))
-			note("warning: ramsterctl drain failed");
-		/* the drain must have moved every page away before the node goes */
-		while (node_stat(2, "foreign_pages") > 0 && now_ms() - t0 < 60000)
-			sleep_ms(50);
+		atomic_store(&cl.pause_writes, false);
+		drain(res);
+		/* even a failed drain ends in the kill: what it left behind is then lost */
 		kill(run.pid[2], SIGKILL);
 		break;
 	}
+	/* the detection runs from the kill; for a drain that is after it */
+	tk = o.drill == D_DRAIN ? now_ms() : t0;
 	atomic_store(&cl.pause_writes, false);
-	res->detect_ms = wait_peers(r1, res->victims, "up", false, t0, 120000);
+	res->detect_ms = wait_peers(r1, res->victims, "up", false, tk, 120000);
 	note("fault injected; node n1 saw it after %.0f ms", res->detect_ms);
 	if (o.drill != D_RESTART) {
-		res->dead_ms = wait_peers(r1, res->victims, "dead", true, t0, 120000);
+		res->dead_ms = wait_peers(r1, res->victims, "dead", true, tk, 120000);
 		note("node n1 declared it dead after %.0f ms", res->dead_ms);
+		atomic_store(&rw.armed, true);
+		atomic_store(&cl.phase, PH_AFTER);
 	}
 	for (i = 2; i <= o.nodes; i++)
 		if (res->victims & (1u << i) && o.drill != D_STOP && o.drill != D_PARTITION)
@@ -889,15 +1181,38 @@ static void fault(struct result *res, ramster *r1)
 	default:
 		break;
 	}
-	if (o.drill == D_STOP || o.drill == D_PARTITION || o.drill == D_RESTART) {
+	if (back) {
 		double t1 = now_ms(), d = wait_peers(r1, res->victims, "up", true, t1, 120000);
 
 		res->rejoined = d >= 0;
 		res->rejoin_ms = d;
+		rejoined_at = now_ms();
 		note("n2 %s after %.0f ms",
 		     o.drill == D_RESTART ? "restarted and rejoined" : "back and rejoined", d);
+		/* a restart is known by the new incarnation's hello: n1 drops the old
+		 * copies as it lets the new one up */
+		atomic_store(&rw.armed, true);
+		atomic_store(&cl.phase, PH_AFTER);
+	}
+	/* a victim that should be back and is not leaves too few peers: no wait */
+	if (o.replicas >= 2 && (!back || res->rejoined)) {
+		restore_wait(res);
+		res->restored = atomic_load(&rw.restored);
+		if (res->restored) {
+			double at = atomic_load(&rw.restored_at);
+
+			res->restore_ms = at - t0;
+			res->restore_rejoin_ms = back && at >= rejoined_at ? at - rejoined_at : -1;
+			note("n1 has every copy back %.0f ms after the fault", res->restore_ms);
+		}
 	}
 	sleep_ms(2000); /* two more seconds of client traffic after the fault */
+	if (atomic_load(&rw.started)) {
+		atomic_store(&rw.stop, true);
+		pthread_join(rw.th, NULL);
+		res->below_peak = atomic_load(&rw.peak);
+		res->below_end = atomic_load(&rw.last);
+	}
 }
 
 /*
@@ -912,45 +1227,108 @@ static uint64_t fault_misses(const struct tally *t)
 	return t->missed > old ? t->missed - old : 0;
 }
 
+/* Latencies of two phases together. */
+static double lat_pct2(const struct lat *a, const struct lat *b, double pct)
+{
+	struct lat m = {0};
+	double v;
+	size_t k;
+
+	for (k = 0; k < a->n; k++)
+		lat_add(&m, a->v[k]);
+	for (k = 0; k < b->n; k++)
+		lat_add(&m, b->v[k]);
+	v = lat_pct(&m, pct);
+	free(m.v);
+	return v;
+}
+
+static void report_json(const struct result *res, bool pass, const char *why)
+{
+	const struct tally *t = &res->t;
+	char restore[32] = "null", restore_rj[32] = "null", rejoin[32] = "null", drain_ms[32] = "null";
+	char b[6][24], detect[32], dead[32];
+
+	if (res->rejoined)
+		snprintf(rejoin, sizeof(rejoin), "%.0f", res->rejoin_ms);
+	if (res->restored)
+		snprintf(restore, sizeof(restore), "%.0f", res->restore_ms);
+	if (res->restored && res->restore_rejoin_ms >= 0)
+		snprintf(restore_rj, sizeof(restore_rj), "%.0f", res->restore_rejoin_ms);
+	if (res->drain_done)
+		snprintf(drain_ms, sizeof(drain_ms), "%.0f", res->drain_ms);
+	printf("{\"drill\": \"%s\", \"nodes\": %u, \"victims\": %u, \"replicas\": %u, "
+	       "\"dead_after_ms\": %u, \"heartbeat_ms\": %u, \"local_mb\": %u, "
+	       "\"written\": %llu, \"verified\": %llu, \"lost\": %llu, \"missed\": %llu, "
+	       "\"missed_new\": %llu, "
+	       "\"missed_before_fault\": %llu, \"evicted\": %llu, \"wrong\": %llu, "
+	       "\"errors\": %llu, "
+	       "\"victim_foreign_pages\": %llu, \"detect_ms\": %s, \"dead_ms\": %s, "
+	       "\"detect_floor_ms\": %.0f, \"detect_floor_met\": %s, "
+	       "\"restore_ms\": %s, \"restore_after_rejoin_ms\": %s, "
+	       "\"replica_below_target_peak\": %s, \"replica_below_target_end\": %s, "
+	       "\"rereplicated\": %s, \"replica_lost\": %s, "
+	       "\"drain_ms\": %s, \"drain_returned\": %s, \"drain_failed\": %s, "
+	       "\"rejoin_ms\": %s, \"steady_get_p50_us\": %.1f, \"steady_get_p99_us\": %.1f, "
+	       "\"detect_get_p50_us\": %.1f, \"detect_get_p99_us\": %.1f, \"detect_gets\": %llu, "
+	       "\"after_get_p50_us\": %.1f, \"after_get_p99_us\": %.1f, \"after_gets\": %llu, "
+	       "\"latency_floor\": %s, "
+	       "\"drill_get_p50_us\": %.1f, \"drill_get_p99_us\": %.1f, \"drill_get_max_us\": "
+	       "%.1f, \"drill_gets\": %llu, \"drill_get_eio\": %llu, "
+	       "\"after_put_p99_us\": %.1f, \"after_put_max_us\": %.1f, "
+	       "\"remote_pages\": %llu, \"peer_copies\": %llu, \"peer_bytes\": %llu, "
+	       "\"replica_records\": %llu, \"replica_table_bytes\": %llu, "
+	       "\"client_puts\": %llu, \"pass\": %s, \"reason\": \"%s\"}\n",
+	       drill_names[o.drill], o.nodes, res->nvictims, o.replicas, o.dead_after_ms,
+	       o.heartbeat_ms, o.local_mb, (unsigned long long)t->written,
+	       (unsigned long long)t->verified, (unsigned long long)t->lost,
+	       (unsigned long long)t->missed, (unsigned long long)fault_misses(t),
+	       (unsigned long long)t->missed_before, (unsigned long long)t->evicted,
+	       (unsigned long long)t->wrong, (unsigned long long)t->errors,
+	       (unsigned long long)res->expected_lost, ms_json(detect, sizeof(detect), res->detect_ms),
+	       ms_json(dead, sizeof(dead), res->dead_ms), res->floor_ms,
+	       res->floor_met ? "true" : "false", restore, restore_rj,
+	       stat_json(b[0], sizeof(b[0]), res->below_peak),
+	       stat_json(b[1], sizeof(b[1]), res->below_end),
+	       stat_json(b[2], sizeof(b[2]), delta(res->rerep, res->rerep0)),
+	       stat_json(b[3], sizeof(b[3]), delta(res->rlost, res->rlost0)), drain_ms,
+	       stat_json(b[4], sizeof(b[4]), res->drain_returned),
+	       stat_json(b[5], sizeof(b[5]), res->drain_failed), rejoin, res->st_p50, res->st_p99,
+	       res->dt_p50, res->dt_p99, (unsigned long long)res->dt_gets, res->af_p50, res->af_p99,
+	       (unsigned long long)res->af_gets,
+	       !res->lat_checked || !res->lat_judged ? "null"
+	       : res->lat_met			     ? "true"
+						     : "false",
+	       res->dr_p50,
+	       res->dr_p99, res->dr_max, (unsigned long long)res->dr_gets,
+	       (unsigned long long)res->eio_drill, res->put_p99[PH_AFTER], res->put_max[PH_AFTER],
+	       (unsigned long long)res->mem_remote, (unsigned long long)res->mem_peer_pages,
+	       (unsigned long long)res->mem_peer_used, (unsigned long long)res->mem_records,
+	       (unsigned long long)res->mem_table, (unsigned long long)cl.puts,
+	       pass ? "true" : "false", why);
+}
+
 static void report(const struct result *res, bool pass, const char *why)
 {
 	const struct tally *t = &res->t;
 	uint64_t missed_new = fault_misses(t);
-	char restore[32] = "n/a", rejoin[32] = "n/a";
+	char rejoin[32] = "n/a", b[4][24];
+	bool dies = o.drill != D_RESTART; /* n1 declares the victims dead */
+	static const char *const phase_names[] = {"steady", "detect", "after"};
+	unsigned k;
 
-	if (res->rejoined)
-		snprintf(rejoin, sizeof(rejoin), "%.0f", res->rejoin_ms);
 	if (o.json) {
-		printf(
-		    "{\"drill\": \"%s\", \"nodes\": %u, \"victims\": %u, \"replicas\": %u, "
-		    "\"dead_after_ms\": %u, \"heartbeat_ms\": %u, \"local_mb\": %u, "
-		    "\"written\": %llu, \"verified\": %llu, \"lost\": %llu, \"missed\": %llu, "
-		    "\"missed_before_fault\": %llu, \"evicted\": %llu, \"wrong\": %llu, "
-		    "\"errors\": %llu, "
-		    "\"victim_foreign_pages\": %llu, \"detect_ms\": %.1f, \"dead_ms\": %.1f, "
-		    "\"restore_ms\": null, "
-		    "\"rejoin_ms\": %s, \"steady_get_p50_us\": %.1f, \"steady_get_p99_us\": %.1f, "
-		    "\"drill_get_p50_us\": %.1f, \"drill_get_p99_us\": %.1f, \"drill_get_max_us\": "
-		    "%.1f, \"drill_gets\": %llu, "
-		    "\"client_puts\": %llu, \"pass\": %s, \"reason\": \"%s\"}\n",
-		    drill_names[o.drill], o.nodes, mask_count(res->victims), 1u, o.dead_after_ms,
-		    o.heartbeat_ms, o.local_mb, (unsigned long long)t->written,
-		    (unsigned long long)t->verified, (unsigned long long)t->lost,
-		    (unsigned long long)t->missed, (unsigned long long)t->missed_before,
-		    (unsigned long long)t->evicted, (unsigned long long)t->wrong,
-		    (unsigned long long)t->errors, (unsigned long long)res->expected_lost,
-		    res->detect_ms, res->dead_ms, res->rejoined ? rejoin : "null", res->st_p50,
-		    res->st_p99, res->dr_p50, res->dr_p99, res->dr_max,
-		    (unsigned long long)res->dr_gets, (unsigned long long)cl.puts,
-		    pass ? "true" : "false", why);
+		report_json(res, pass, why);
 		return;
 	}
+	if (res->rejoined)
+		snprintf(rejoin, sizeof(rejoin), "%.0f", res->rejoin_ms);
 	printf("\n== drill %s: %u nodes, victim%s", drill_names[o.drill], o.nodes,
-	       mask_count(res->victims) > 1 ? "s" : "");
+	       res->nvictims > 1 ? "s" : "");
 	for (unsigned i = 2; i <= o.nodes; i++)
 		if (res->victims & (1u << i))
 			printf(" n%u", i);
-	printf(", replicas 1, heartbeat %u ms, dead after %u ms\n", o.heartbeat_ms,
+	printf(", replicas %u, heartbeat %u ms, dead after %u ms\n", o.replicas, o.heartbeat_ms,
 	       o.dead_after_ms);
 	printf(
 	    "pages written        %llu (through n1, local_mb %u; %llu by the client as it ran)\n",
@@ -965,44 +1343,257 @@ static void report(const struct result *res, bool pass, const char *why)
 	printf("wrong                %llu\n", (unsigned long long)t->wrong);
 	if (t->errors)
 		printf("errors               %llu\n", (unsigned long long)t->errors);
-	printf("victim held          %llu pages for n1 (foreign_pages before the fault; n1 saw "
-	       "%llu lent)\n",
-	       (unsigned long long)res->expected_lost, (unsigned long long)res->lent);
-	printf("lost + new misses    %llu (expected %llu)\n",
-	       (unsigned long long)(t->lost + missed_new), (unsigned long long)res->expected_lost);
-	printf("time to detect       %.0f ms (n1's peers shows n2 not up)\n", res->detect_ms);
-	if (o.drill != D_RESTART)
-		printf("time to dead         %.0f ms (n1 declared it dead: its pages are lost)\n",
-		       res->dead_ms);
+	if (res->mem_remote && res->mem_remote != NOSTAT && res->mem_peer_pages)
+		printf("copies               %llu held by the peers for n1's %llu remote pages "
+		       "(%.2f a page); peer RAM %.0f bytes a copy, %.0f a remote page; n1's "
+		       "replica table %llu records, %llu bytes\n",
+		       (unsigned long long)res->mem_peer_pages, (unsigned long long)res->mem_remote,
+		       (double)res->mem_peer_pages / (double)res->mem_remote,
+		       (double)res->mem_peer_used / (double)res->mem_peer_pages,
+		       (double)res->mem_peer_used / (double)res->mem_remote,
+		       (unsigned long long)res->mem_records, (unsigned long long)res->mem_table);
+	printf("%s%llu pages for n1 (foreign_pages %s; n1 saw %llu lent)\n",
+	       res->nvictims > 1 ? "victims held         " : "victim held          ",
+	       (unsigned long long)res->expected_lost,
+	       o.drill == D_DRAIN ? "as the drain began" : "before the fault",
+	       (unsigned long long)res->lent);
+	switch (res->expect) {
+	case EX_EXACT:
+		printf("lost + new misses    %llu (expected %llu: replicas 1, the victim's pages)\n",
+		       (unsigned long long)(t->lost + missed_new),
+		       (unsigned long long)res->expected_lost);
+		break;
+	case EX_BOUNDED:
+		printf("lost + new misses    %llu (at most %llu: pages with every copy on a "
+		       "victim)\n",
+		       (unsigned long long)(t->lost + missed_new),
+		       (unsigned long long)res->expected_lost);
+		break;
+	case EX_REPLICATED:
+		printf("lost + new misses    %llu persistent lost (expected 0), %llu new ephemeral "
+		       "misses (at most %llu: ephemeral pages keep one copy)\n",
+		       (unsigned long long)t->lost, (unsigned long long)missed_new,
+		       (unsigned long long)res->expected_lost);
+		break;
+	case EX_DRAINED:
+		printf("lost + new misses    %llu (expected 0: the drain handed every page over)\n",
+		       (unsigned long long)(t->lost + missed_new));
+		break;
+	}
+	if (o.drill == D_DRAIN) {
+		if (res->drain_done)
+			printf("drain                %.0f ms (%s pages handed over, %s dropped as "
+			       "unwanted, %s failed; n2 foreign_pages %s at the kill)\n",
+			       res->drain_ms, stat_str(b[0], sizeof(b[0]), res->drain_returned),
+			       stat_str(b[3], sizeof(b[3]), res->drain_orphans),
+			       stat_str(b[1], sizeof(b[1]), res->drain_failed),
+			       stat_str(b[2], sizeof(b[2]), res->drain_foreign));
+		else
+			printf("drain                not done after %.0f ms (ramsterctl exit %d; n2 "
+			       "foreign_pages %s at the kill)\n",
+			       res->drain_ms, res->drain_rc,
+			       stat_str(b[2], sizeof(b[2]), res->drain_foreign));
+	}
+	printf("time to detect       %.0f ms (n1's peers shows %s not up%s)\n", res->detect_ms,
+	       res->nvictims > 1 ? "them" : "n2", o.drill == D_DRAIN ? "; from the kill" : "");
+	if (dies)
+		printf("time to dead         %.0f ms (n1 declared %s dead: %s)\n", res->dead_ms,
+		       res->nvictims > 1 ? "them" : "it",
+		       o.drill == D_DRAIN		? "it held nothing any more"
+		       : o.replicas > res->nvictims ? "other copies serve"
+						    : "pages with no other copy are lost");
+	printf("detection floor      %s %.0f ms <= %.0f ms: %s (dead_after %u + 2 x heartbeat %u "
+	       "+ %u slack: %u ms polls, %u ms scheduling)\n",
+	       dies ? "time to dead" : "time to detect", res->floor_seen, res->floor_ms,
+	       res->floor_met ? "met" : "MISSED", o.dead_after_ms, o.heartbeat_ms,
+	       POLL_MS + SCHED_SLACK, POLL_MS, SCHED_SLACK);
 	if (res->hold_ms > 0)
 		printf("fault held           %.0f ms\n", res->hold_ms);
 	printf("time to rejoin       %s%s\n", rejoin, res->rejoined ? " ms" : "");
-	printf("time to restore      %s (replicas = 1: nothing to restore)\n", restore);
+	if (o.replicas < 2) {
+		printf("time to restore      n/a (replicas = 1: nothing to restore)\n");
+	} else if (res->restored) {
+		printf("time to restore      %.0f ms after the fault", res->restore_ms);
+		if (res->rejoined && res->restore_rejoin_ms >= 0)
+			printf(" (%.0f ms after the rejoin)", res->restore_rejoin_ms);
+		else if (res->rejoined)
+			printf(" (before the rejoin: on the other peers)");
+		printf("\n");
+	} else if (res->live_after < o.replicas) {
+		printf("time to restore      n/a (%u live peer%s cannot hold %u copies)\n",
+		       res->live_after, res->live_after == 1 ? "" : "s", o.replicas);
+	} else {
+		printf("time to restore      never (not within %u s)\n", RESTORE_MS / 1000);
+	}
+	if (o.replicas >= 2)
+		printf("replicas             below target: %s at the fault, %s at the peak, %s at "
+		       "the end\n",
+		       stat_str(b[0], sizeof(b[0]), res->below_at_fault),
+		       stat_str(b[1], sizeof(b[1]), res->below_peak),
+		       stat_str(b[2], sizeof(b[2]), res->below_end));
+	printf("re-replicated        %s copies (replica_rereplicated), %s pages lost for good "
+	       "(replica_lost), %s failed attempts (replica_repair_failed)\n",
+	       stat_str(b[0], sizeof(b[0]), delta(res->rerep, res->rerep0)),
+	       stat_str(b[1], sizeof(b[1]), delta(res->rlost, res->rlost0)),
+	       stat_str(b[2], sizeof(b[2]), delta(res->rfail, res->rfail0)));
 	printf("get latency steady   p50 %.0f us, p99 %.0f us\n", res->st_p50, res->st_p99);
-	printf("get latency drill    p50 %.0f us, p99 %.0f us, max %.0f us (%llu gets, %llu "
+	printf("get latency detect   p50 %.0f us, p99 %.0f us, max %.0f us (%llu gets, %llu "
+	       "answered -EIO; fault to %s)\n",
+	       res->dt_p50, res->dt_p99, res->dt_max, (unsigned long long)res->dt_gets,
+	       (unsigned long long)cl.get_lost[PH_DETECT], dies ? "dead" : "rejoin");
+	printf("get latency after    p50 %.0f us, p99 %.0f us, max %.0f us (%llu gets, %llu "
 	       "answered -EIO)\n",
-	       res->dr_p50, res->dr_p99, res->dr_max, (unsigned long long)res->dr_gets,
-	       (unsigned long long)cl.get_lost);
+	       res->af_p50, res->af_p99, res->af_max, (unsigned long long)res->af_gets,
+	       (unsigned long long)cl.get_lost[PH_AFTER]);
+	for (k = 0; k < PH_DONE; k++)
+		printf("put latency %-8s p50 %.0f us, p99 %.0f us, max %.0f us (%zu puts, %llu "
+		       "refused)\n",
+		       phase_names[k], res->put_p50[k], res->put_p99[k], res->put_max[k],
+		       cl.put_lat[k].n, (unsigned long long)cl.put_refused[k]);
+	if (res->lat_checked && !res->lat_judged)
+		printf("WARN                 latency floor not judged: %llu gets after the "
+		       "detection, fewer than %u (the client waited in puts: p50 %.0f us)\n",
+		       (unsigned long long)res->af_gets, LAT_MIN_GETS, res->put_p50[PH_AFTER]);
+	else if (res->lat_checked)
+		printf("latency floor        after p99 %.0f us vs steady p99 %.0f us: %s\n",
+		       res->af_p99, res->st_p99, res->lat_met ? res->lat_rule : "MISSED");
+	else
+		printf("latency floor        n/a (checked with replicas >= 2 and one victim)\n");
 	printf("result               %s%s%s\n", pass ? "PASS" : "FAIL", why[0] ? ": " : "", why);
+}
+
+/* Append one reason to why. */
+static void add_why(char *why, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void add_why(char *why, size_t len, const char *fmt, ...)
+{
+	size_t n = strlen(why);
+	va_list ap;
+
+	if (n && n + 2 < len)
+		n += (size_t)snprintf(why + n, len - n, "; ");
+	if (n >= len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(why + n, len - n, fmt, ap);
+	va_end(ap);
+}
+
+/* Wait until n1 has every page at its replica count before the fault (at most 20 s). */
+static uint64_t replicas_settle(void)
+{
+	double t0 = now_ms();
+	uint64_t v;
+
+	while ((v = node_stat(1, "replica_below_target")) != 0 && v != NOSTAT &&
+	       now_ms() - t0 < 20000)
+		sleep_ms(STAT_POLL_MS);
+	return v;
+}
+
+static bool judge(const struct result *res, char *why, size_t len)
+{
+	const struct tally *t = &res->t;
+	uint64_t missed_new = fault_misses(t), measured = t->lost + missed_new;
+	uint64_t rlost = delta(res->rlost, res->rlost0);
+	bool zero = res->expect == EX_REPLICATED || res->expect == EX_DRAINED;
+	char b[24];
+
+	why[0] = 0;
+	if (t->wrong)
+		add_why(why, len, "%llu wrong page(s)", (unsigned long long)t->wrong);
+	if (t->errors)
+		add_why(why, len, "%llu unexpected error(s)", (unsigned long long)t->errors);
+	switch (res->expect) {
+	case EX_EXACT:
+		if (measured != res->expected_lost)
+			add_why(why, len, "lost %llu, expected %llu (the victim's pages)",
+				(unsigned long long)measured,
+				(unsigned long long)res->expected_lost);
+		break;
+	case EX_BOUNDED:
+		if (measured > res->expected_lost)
+			add_why(why, len, "lost %llu, more than the victims held (%llu)",
+				(unsigned long long)measured,
+				(unsigned long long)res->expected_lost);
+		/* which pages had every copy on a victim only n1 knows: its count
+		 * of them must be what the reads found */
+		if (rlost != NOSTAT && rlost != t->lost)
+			add_why(why, len, "read %llu persistent page(s) lost, n1 counted %llu "
+				"(replica_lost)",
+				(unsigned long long)t->lost, (unsigned long long)rlost);
+		break;
+	case EX_REPLICATED:
+		if (t->lost)
+			add_why(why, len, "%llu persistent page(s) lost with %u replicas",
+				(unsigned long long)t->lost, o.replicas);
+		if (missed_new > res->expected_lost)
+			add_why(why, len, "%llu new ephemeral misses, more than the victim held (%llu)",
+				(unsigned long long)missed_new,
+				(unsigned long long)res->expected_lost);
+		break;
+	case EX_DRAINED:
+		if (measured)
+			add_why(why, len, "lost %llu after the drain, expected 0",
+				(unsigned long long)measured);
+		break;
+	}
+	if (zero && res->eio_drill)
+		add_why(why, len, "the client's gets got %llu -EIO", (unsigned long long)res->eio_drill);
+	if (zero && rlost != NOSTAT && rlost)
+		add_why(why, len, "n1 counted %llu page(s) lost (replica_lost)",
+			(unsigned long long)rlost);
+	if (res->detect_ms < 0)
+		add_why(why, len, "node n1 never saw the fault");
+	else if (o.drill != D_RESTART && res->dead_ms < 0)
+		add_why(why, len, "node n1 never declared the victim dead");
+	/* enforced: n1 declares a peer dead at most dead_after_ms after its last
+	 * frame, which came before the fault; measured at 916..1014 ms against
+	 * 1250 ms, also with two CPU hogs on the 2-vCPU VM */
+	if (res->floor_seen >= 0 && !res->floor_met)
+		add_why(why, len, "detection took %.0f ms, above the floor of %.0f ms",
+			res->floor_seen, res->floor_ms);
+	if ((o.drill == D_STOP || o.drill == D_PARTITION || o.drill == D_RESTART) && !res->rejoined)
+		add_why(why, len, "the victim never rejoined");
+	if (o.drill == D_DRAIN) {
+		if (!res->drain_cmd_ok)
+			add_why(why, len, "'ramsterctl drain' failed (exit %d)", res->drain_rc);
+		else if (!res->drain_done)
+			add_why(why, len, "n2 not drained within %u s", DRAIN_MS / 1000);
+		if (res->drain_foreign != 0)
+			add_why(why, len, "n2 still held %s foreign page(s) at the kill",
+				stat_str(b, sizeof(b), res->drain_foreign));
+	}
+	if (o.replicas > res->nvictims && res->live_after >= o.replicas && !res->restored)
+		add_why(why, len,
+			"n1 did not restore %u copies within %u s (replica_below_target %s)",
+			o.replicas, RESTORE_MS / 1000, stat_str(b, sizeof(b), res->below_end));
+	if (res->lat_checked && res->lat_judged && !res->lat_met)
+		add_why(why, len, "gets after the detection: p99 %.0f us > %d x steady p99 %.0f us and "
+			"> %u us",
+			res->af_p99, LAT_FACTOR, res->st_p99, LAT_ALLOW_US);
+	if (why[0])
+		return false;
+	snprintf(why, len, "%s",
+		 res->expect == EX_EXACT     ? "lost exactly the victim's pages, nothing wrong"
+		 : res->expect == EX_BOUNDED ? "lost at most the victims' pages, nothing wrong"
+		 : res->expect == EX_DRAINED ? "drained: nothing lost, nothing wrong"
+					     : "no persistent page lost, no -EIO, nothing wrong");
+	return true;
 }
 
 static int drill_run(void)
 {
 	struct result res = {0};
 	uint64_t n = o.pages, ne = n / 8, na = (n - ne) / 2, nb = n - ne - na, wrote;
-	unsigned replicas = 1, i;
+	unsigned i;
 	ramster *r, *r1;
-	uint64_t measured, expect, ev0, scratch_at_fault, after;
-	char why[256] = "";
+	uint64_t ev0, scratch_at_fault, after;
+	char why[512] = "";
 	double t0;
 	bool pass;
 
-	if (o.drill == D_KILL_TWO) {
-		replicas = 3;
-		if (o.nodes < 4)
-			o.nodes = 4; /* three copies and two dead still leave one */
-	}
-	write_config(replicas);
+	write_config(o.replicas);
 	net_up();
 	collective_up();
 	if (o.drill == D_DRAIN && !have_drain()) {
@@ -1013,6 +1604,23 @@ static int drill_run(void)
 	res.victims = 1u << 2;
 	if (o.drill == D_KILL_TWO)
 		res.victims |= 1u << 3;
+	res.nvictims = mask_count(res.victims);
+	/* what a drill does not measure reads null in JSON, n/a in text */
+	res.dead_ms = -1;
+	res.below_at_fault = res.below_peak = res.below_end = NOSTAT;
+	res.drain_returned = res.drain_failed = res.drain_orphans = res.drain_foreign = NOSTAT;
+	/* stop, partition and restart give the victim back; the others take it for good */
+	res.live_after = o.nodes - 1;
+	if (o.drill == D_KILL || o.drill == D_KILL_TWO || o.drill == D_DRAIN)
+		res.live_after -= res.nvictims;
+	if (o.drill == D_DRAIN)
+		res.expect = EX_DRAINED;
+	else if (o.replicas == 1)
+		res.expect = EX_EXACT;
+	else if (o.replicas > res.nvictims)
+		res.expect = EX_REPLICATED;
+	else
+		res.expect = EX_BOUNDED;
 
 	/* private pools belong to one connection: the client's holds every set,
 	 * used by this thread only while the client thread is not running */
@@ -1050,21 +1658,80 @@ static int drill_run(void)
 	client_pause_writes();
 	scratch_at_fault = cl.scratch_n;
 	remotify_settle();
-	atomic_store(&cl.phase, PH_DRILL);
+	if (o.replicas >= 2) {
+		/* a page still short of copies when the fault comes may be lost rightly */
+		res.below_at_fault = replicas_settle();
+		if (res.below_at_fault == NOSTAT)
+			note("warning: n1 has no replica_below_target counter");
+		else if (res.below_at_fault)
+			note("warning: n1 replica_below_target %llu at the fault",
+			     (unsigned long long)res.below_at_fault);
+	}
+	res.rerep0 = node_stat(1, "replica_rereplicated");
+	res.rlost0 = node_stat(1, "replica_lost");
+	res.rfail0 = node_stat(1, "replica_repair_failed");
+	atomic_store(&cl.phase, PH_DETECT);
 	for (i = 2; i <= o.nodes; i++)
 		if (res.victims & (1u << i))
 			res.expected_lost += node_stat(i, "foreign_pages");
+	res.mem_remote = node_stat(1, "tier_remote_pages");
+	res.mem_records = node_stat(1, "tier_replica_records");
+	res.mem_table = node_stat(1, "tier_replica_bytes");
+	for (i = 2; i <= o.nodes; i++) {
+		res.mem_peer_pages += node_stat(i, "foreign_pages");
+		res.mem_peer_used += node_stat(i, "foreign_used");
+	}
 	peers_in(r1, res.victims, "up", &res.lent);
 	fault(&res, r1); /* resumes the client's writes once the fault is in */
 	atomic_store(&cl.phase, PH_DONE);
 	pthread_join(cl.th, NULL);
+	res.rerep = node_stat(1, "replica_rereplicated");
+	res.rlost = node_stat(1, "replica_lost");
+	res.rfail = node_stat(1, "replica_repair_failed");
 
 	res.st_p50 = lat_pct(&cl.lat[PH_STEADY], 50);
 	res.st_p99 = lat_pct(&cl.lat[PH_STEADY], 99);
-	res.dr_p50 = lat_pct(&cl.lat[PH_DRILL], 50);
-	res.dr_p99 = lat_pct(&cl.lat[PH_DRILL], 99);
-	res.dr_max = lat_pct(&cl.lat[PH_DRILL], 100);
-	res.dr_gets = cl.lat[PH_DRILL].n;
+	res.dt_p50 = lat_pct(&cl.lat[PH_DETECT], 50);
+	res.dt_p99 = lat_pct(&cl.lat[PH_DETECT], 99);
+	res.dt_max = lat_pct(&cl.lat[PH_DETECT], 100);
+	res.dt_gets = cl.lat[PH_DETECT].n;
+	res.af_p50 = lat_pct(&cl.lat[PH_AFTER], 50);
+	res.af_p99 = lat_pct(&cl.lat[PH_AFTER], 99);
+	res.af_max = lat_pct(&cl.lat[PH_AFTER], 100);
+	res.af_gets = cl.lat[PH_AFTER].n;
+	res.dr_p50 = lat_pct2(&cl.lat[PH_DETECT], &cl.lat[PH_AFTER], 50);
+	res.dr_p99 = lat_pct2(&cl.lat[PH_DETECT], &cl.lat[PH_AFTER], 99);
+	res.dr_max = lat_pct2(&cl.lat[PH_DETECT], &cl.lat[PH_AFTER], 100);
+	res.dr_gets = res.dt_gets + res.af_gets;
+	res.eio_drill = cl.get_lost[PH_DETECT] + cl.get_lost[PH_AFTER];
+	for (i = 0; i < PH_DONE; i++) {
+		res.put_p50[i] = lat_pct(&cl.put_lat[i], 50);
+		res.put_p99[i] = lat_pct(&cl.put_lat[i], 99);
+		res.put_max[i] = lat_pct(&cl.put_lat[i], 100);
+	}
+
+	/* the latest n1 may know: the last frame came up to a heartbeat before the
+	 * fault, another may be in flight; then dead_after_ms of silence */
+	res.floor_ms = o.dead_after_ms + 2.0 * o.heartbeat_ms + POLL_MS + SCHED_SLACK;
+	res.floor_seen = o.drill == D_RESTART ? res.detect_ms : res.dead_ms;
+	res.floor_met = res.floor_seen >= 0 && res.floor_seen <= res.floor_ms;
+
+	/* with a surviving copy of everything, failover must not cost the client
+	 * more than the steady state's noise: both rules allow for a noisy VM */
+	res.lat_checked = o.replicas >= 2 && res.nvictims == 1 && o.drill != D_DRAIN;
+	res.lat_judged = res.af_gets >= LAT_MIN_GETS;
+	if (res.lat_checked && res.lat_judged) {
+		if (res.af_p99 <= LAT_FACTOR * res.st_p99) {
+			res.lat_met = true;
+			snprintf(res.lat_rule, sizeof(res.lat_rule), "met (<= %d x steady p99)",
+				 LAT_FACTOR);
+		} else if (res.af_p99 <= LAT_ALLOW_US) {
+			res.lat_met = true;
+			snprintf(res.lat_rule, sizeof(res.lat_rule),
+				 "met (<= the %u us allowance; above %d x steady p99)", LAT_ALLOW_US,
+				 LAT_FACTOR);
+		}
+	}
 
 	res.t.evicted = node_stat(1, "tier_evicted_pages") - ev0;
 	set_verify(r, SET_E, 0, ne, &res.t, false);
@@ -1078,31 +1745,7 @@ static int drill_run(void)
 	res.t.wrong += cl.wrong;
 	res.t.errors += cl.errors;
 
-	measured = res.t.lost + fault_misses(&res.t);
-	expect = (o.drill == D_DRAIN || o.drill == D_KILL_TWO) ? 0 : res.expected_lost;
-
-	pass = true;
-	if (res.t.wrong) {
-		pass = false;
-		snprintf(why, sizeof(why), "%llu wrong page(s)", (unsigned long long)res.t.wrong);
-	} else if (res.t.errors) {
-		pass = false;
-		snprintf(why, sizeof(why), "%llu unexpected error(s)",
-			 (unsigned long long)res.t.errors);
-	} else if (measured != expect) {
-		pass = false;
-		snprintf(why, sizeof(why), "lost %llu, expected %llu (the victim's pages)",
-			 (unsigned long long)measured, (unsigned long long)expect);
-	} else if (res.detect_ms < 0) {
-		pass = false;
-		snprintf(why, sizeof(why), "node n1 never saw the fault");
-	} else if ((o.drill == D_STOP || o.drill == D_PARTITION || o.drill == D_RESTART) &&
-		   !res.rejoined) {
-		pass = false;
-		snprintf(why, sizeof(why), "the victim never rejoined");
-	} else {
-		snprintf(why, sizeof(why), "lost exactly the victim's pages, nothing wrong");
-	}
+	pass = judge(&res, why, sizeof(why));
 	report(&res, pass, why);
 	ramster_close(r1);
 	ramster_close(r);
@@ -1120,10 +1763,13 @@ static void usage(FILE *f)
 		"fault while a client reads and writes through node 1, and verify every page.\n"
 		"Needs root (ip netns). Exit: 0 pass, 1 fail, 2 usage/set-up error, 77 skipped.\n"
 		"\n"
-		"Drills: kill, stop, partition, restart, drain, kill-two\n"
+		"Drills: kill, stop, partition, restart (n2 is the victim), drain (n2 drains,\n"
+		"then is killed), kill-two (n2 and n3 are killed at once)\n"
 		"\n"
 		"  -d, --drill NAME       the drill to run\n"
-		"  -n, --nodes N          nodes in the collective, 2..%d (default 3)\n"
+		"  -n, --nodes N          nodes in the collective, 2..%d (default 3; kill-two 5)\n"
+		"  -r, --replicas N       the cluster's replicas, 1..%d (default 1; kill-two 3);\n"
+		"                         needs nodes >= replicas + 1\n"
 		"  -m, --local-mb N       node 1's local tier, MiB (default 4)\n"
 		"  -p, --pages N          pages written (default: 8x local_mb in pages)\n"
 		"      --dead-after-ms N  the cluster's dead_after_ms (default 1000)\n"
@@ -1132,8 +1778,9 @@ static void usage(FILE *f)
 		"  -k, --keep             leave the namespaces and files for debugging\n"
 		"  -j, --json             the report as one JSON object\n"
 		"      --cleanup          remove leftovers: namespaces rd-*, /tmp/ramster-drill.*\n"
+		"                         (not those of a drill still running)\n"
 		"  -h, --help             this help\n",
-		NODES_MAX);
+		NODES_MAX, REPLICAS_MAX);
 }
 
 static unsigned long long num(const char *opt, const char *s, unsigned long long lo,
@@ -1154,6 +1801,7 @@ int main(int argc, char **argv)
 	static const struct option lo[] = {
 	    {"drill", required_argument, NULL, 'd'},
 	    {"nodes", required_argument, NULL, 'n'},
+	    {"replicas", required_argument, NULL, 'r'},
 	    {"local-mb", required_argument, NULL, 'm'},
 	    {"pages", required_argument, NULL, 'p'},
 	    {"dead-after-ms", required_argument, NULL, 'D'},
@@ -1172,13 +1820,18 @@ int main(int argc, char **argv)
 	unsigned k;
 	int c, rc;
 
-	while ((c = getopt_long(argc, argv, "d:n:m:p:b:kjh", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "d:n:r:m:p:b:kjh", lo, NULL)) != -1) {
 		switch (c) {
 		case 'd':
 			drill = optarg;
 			break;
 		case 'n':
 			o.nodes = (unsigned)num("--nodes", optarg, 2, NODES_MAX);
+			o.nodes_set = true;
+			break;
+		case 'r':
+			o.replicas = (unsigned)num("--replicas", optarg, 1, REPLICAS_MAX);
+			o.replicas_set = true;
 			break;
 		case 'm':
 			o.local_mb = (unsigned)num("--local-mb", optarg, 1, 4096);
@@ -1230,6 +1883,20 @@ int main(int argc, char **argv)
 		die("--drill: unknown drill '%s' (kill, stop, partition, restart, drain, kill-two)",
 		    drill);
 	o.drill = (enum drill)k;
+	/* kill-two loses nothing only with a third copy; five nodes leave it two
+	 * live peers after the two deaths */
+	if (!o.replicas_set)
+		o.replicas = o.drill == D_KILL_TWO ? 3 : 1;
+	if (!o.nodes_set && o.drill == D_KILL_TWO)
+		o.nodes = 5;
+	if (o.nodes < o.replicas + 1)
+		die("--nodes %u is too few for --replicas %u: every copy needs its own peer "
+		    "besides n1 (use --nodes %u or more)",
+		    o.nodes, o.replicas, o.replicas + 1);
+	if (o.drill == D_KILL_TWO && o.nodes < 3)
+		die("--drill kill-two kills n2 and n3: it needs --nodes 3 or more");
+	if (o.drill == D_DRAIN && o.nodes < 3)
+		die("--drill drain needs --nodes 3 or more: n2 hands its pages to another peer");
 	if (o.dead_after_ms <= o.heartbeat_ms)
 		die("--dead-after-ms must be above --heartbeat-ms");
 	if (!o.pages)
