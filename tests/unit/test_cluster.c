@@ -1138,6 +1138,24 @@ static void test_pick(void **state)
 	assert_int_equal(cluster_pick(w->nodes[0].c, 4096, 0xe), -ENOSPC);
 	assert_int_equal(cluster_pick(w->nodes[0].c, MB + 1, 0), -ENOSPC);
 	assert_int_equal(cluster_pick(w->nodes[0].c, MB, 0xc), 2);
+	/* the candidates a placement of N copies counts on */
+	assert_int_equal(cluster_candidates(w->nodes[0].c, 4096, 0), 3);
+	assert_int_equal(cluster_candidates(w->nodes[0].c, 4096, 1u << 2), 2);
+	assert_int_equal(cluster_candidates(w->nodes[0].c, 4096, 0xe), 0);
+	assert_int_equal(cluster_candidates(w->nodes[0].c, MB + 1, 0), 0);
+	/* copies on distinct peers: each pick excludes the holders so far */
+	for (i = 0; i < 50; i++) {
+		uint64_t held = 0;
+		int k;
+
+		for (k = 0; k < 3; k++) {
+			id = cluster_pick(w->nodes[0].c, 4096, held);
+			assert_true(id >= 2 && id <= 4);
+			assert_false(held & (1ull << (id - 1)));
+			held |= 1ull << (id - 1);
+		}
+		assert_int_equal(cluster_pick(w->nodes[0].c, 4096, held), -ENOSPC);
+	}
 
 	/* more room wins whenever it is one of the two drawn (2/3 of the draws) */
 	w->nodes[3].donate_free = 4 * MB;
