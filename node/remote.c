@@ -366,6 +366,43 @@ void remote_wait_cancel(struct remote *r, void *token)
 	free(w);
 }
 
+/* ---- placing a copy ---------------------------------------------------------------- */
+
+/*
+ * Send len bytes of h's page (checksum, persistent or not) to a peer that is
+ * not in *exclude, chosen by cluster_pick; a peer that cannot be asked joins
+ * *exclude and the next is tried, while *tries < max. *to is the peer asked
+ * (set before the request goes); cb(arg, ...) follows a request that went.
+ * @return 0, or -ENOSPC (no peer could be asked: no cb).
+ */
+static int copy_send(struct remote *r, const struct tmem_handle *h, bool pers, const void *data,
+		     size_t len, uint32_t checksum, uint64_t *exclude, unsigned *tries,
+		     unsigned max, uint32_t *to, cluster_reply_fn cb, void *arg)
+{
+	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
+	Ramster__Peer__Page pg;
+	int node;
+
+	while (*tries < max) {
+		node = cluster_pick(r->cl, len, *exclude);
+		if (node < 0)
+			break;
+		(*tries)++;
+		*to = (uint32_t)node;
+		page_from_handle(&pg, h, pers ? PAGE_PERSISTENT : 0, checksum);
+		m.op = RAMSTER__PEER__OP__P_PUT;
+		m.page = &pg;
+		if (cluster_request(r->cl, (uint32_t)node, &m, data, len, r->timeout_ms, cb, arg) ==
+		    0) {
+			r->pages_sent++;
+			return 0;
+		}
+		*exclude |= 1ull << (node - 1);
+	}
+	r->no_target++;
+	return -ENOSPC;
+}
+
 /* ---- remotify: the loop's half ----------------------------------------------------------- */
 
 static void page_send(struct rpage *p);
@@ -482,36 +519,16 @@ static void put_cb(void *arg, int result, const Ramster__Peer__Msg *reply, const
 
 static void page_send(struct rpage *p)
 {
-	struct rjob *job = p->job;
-	struct remote *r = job->r;
-	struct zcache_out_page *op = &job->out.p[p->i];
-	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
-	Ramster__Peer__Page pg;
-	int node;
+	struct zcache_out_page *op = &p->job->out.p[p->i];
+	/* never two copies on one peer: one death must not take both */
+	uint64_t held = set_mask(&p->set), exclude = p->tried | held;
+	int rc;
 
-	for (;;) {
-		/* never two copies on one peer: one death must not take both */
-		node = cluster_pick(r->cl, op->len, p->tried | set_mask(&p->set));
-		if (node < 0) {
-			r->no_target++;
-			page_failed(p);
-			return;
-		}
-		p->node = (uint32_t)node;
-		p->tries++;
-		page_from_handle(&pg, &op->h, op->pers ? PAGE_PERSISTENT : 0, op->checksum);
-		m.op = RAMSTER__PEER__OP__P_PUT;
-		m.page = &pg;
-		if (!cluster_request(r->cl, p->node, &m, op->data, op->len, r->timeout_ms, put_cb,
-				     p))
-			break;
-		p->tried |= 1ull << (p->node - 1);
-		if (p->tries >= REMOTIFY_TRIES + p->want - 1) {
-			page_failed(p);
-			return;
-		}
-	}
-	r->pages_sent++;
+	rc = copy_send(p->job->r, &op->h, op->pers, op->data, op->len, op->checksum, &exclude,
+		       &p->tries, REMOTIFY_TRIES + p->want - 1, &p->node, put_cb, p);
+	p->tried = exclude & ~held;
+	if (rc)
+		page_failed(p);
 }
 
 static void job_start(struct rjob *job)
@@ -848,36 +865,20 @@ static void repair_put_cb(void *arg, int result, const Ramster__Peer__Msg *reply
 	repair_end(p, true);
 }
 
-/* Place the bytes on a peer that holds no copy yet. */
+/* Place the bytes on a peer that holds no live copy yet. */
 static void repair_put(struct rrepair *p)
 {
 	struct remote *r = p->r;
-	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
-	Ramster__Peer__Page pg;
-	uint64_t holders = 0;
+	uint64_t exclude = p->tried;
 	unsigned k;
-	int node;
 
 	/* a dead holder that came back (empty, in a new epoch) is a fine target */
 	for (k = 0; k < p->set.n; k++)
 		if (cluster_alive(r->cl, p->set.node[k], p->set.epoch[k]))
-			holders |= 1ull << (p->set.node[k] - 1);
-	while (p->tries < REMOTIFY_TRIES) {
-		node = cluster_pick(r->cl, p->len, holders | p->tried);
-		if (node < 0)
-			break;
-		p->to = (uint32_t)node;
-		p->tries++;
-		page_from_handle(&pg, &p->h, p->pers ? PAGE_PERSISTENT : 0, p->set.checksum);
-		m.op = RAMSTER__PEER__OP__P_PUT;
-		m.page = &pg;
-		if (cluster_request(r->cl, p->to, &m, p->data, p->len, r->timeout_ms, repair_put_cb,
-				    p) == 0)
-			return;
-		p->tried |= 1ull << (p->to - 1);
-	}
-	r->no_target++;
-	repair_end(p, false);
+			exclude |= 1ull << (p->set.node[k] - 1);
+	if (copy_send(r, &p->h, p->pers, p->data, p->len, p->set.checksum, &exclude, &p->tries,
+		      REMOTIFY_TRIES, &p->to, repair_put_cb, p))
+		repair_end(p, false);
 }
 
 static void repair_fetch(struct rrepair *p);
@@ -1286,27 +1287,9 @@ static void return_put_cb(void *arg, int result, const Ramster__Peer__Msg *reply
 
 static void return_put(struct rreturn *q)
 {
-	struct remote *r = q->r;
-	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
-	Ramster__Peer__Page pg;
-	int node;
-
-	while (q->tries < REMOTIFY_TRIES) {
-		node = cluster_pick(r->cl, q->len, q->exclude);
-		if (node < 0)
-			break;
-		q->to = (uint32_t)node;
-		q->tries++;
-		page_from_handle(&pg, &q->h, q->pers ? PAGE_PERSISTENT : 0, q->checksum);
-		m.op = RAMSTER__PEER__OP__P_PUT;
-		m.page = &pg;
-		if (cluster_request(r->cl, q->to, &m, q->data, q->len, r->timeout_ms, return_put_cb,
-				    q) == 0)
-			return;
-		q->exclude |= 1ull << (q->to - 1);
-	}
-	r->no_target++;
-	return_end(q, -ENOSPC);
+	if (copy_send(q->r, &q->h, q->pers, q->data, q->len, q->checksum, &q->exclude, &q->tries,
+		      REMOTIFY_TRIES, &q->to, return_put_cb, q))
+		return_end(q, -ENOSPC);
 }
 
 /* P_RETURN from node: place its copy of our page elsewhere, then answer. */
@@ -1671,7 +1654,7 @@ void remote_foreach_stat(struct remote *r,
 	R(frames_taken, "frames the remotify thread took (zombies)");
 	R(frames_done, "of those, finished");
 	R(frames_partial, "frames none of whose pages could be placed (back on the LRU)");
-	R(pages_sent, "pages sent to peers (remotify)");
+	R(pages_sent, "page copies sent to peers (remotify, re-replication, drain)");
 	R(pages_placed, "pages a peer acknowledged (now remote)");
 	R(pages_failed, "pages no peer would take (stayed local)");
 	R(retries, "remotify pages retried on another peer");
