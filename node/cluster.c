@@ -128,6 +128,7 @@ struct cluster_peer {
 	uint64_t donate_free, donate_total, pages_there;
 	uint64_t sent_since_hb; /* payload bytes sent since its last heartbeat */
 	uint64_t ups, deaths;
+	uint32_t link_gen; /* grows with every authenticated link: names its memory keys */
 	/* pending requests */
 	struct cluster_req **htab;
 	size_t hsize, count;
@@ -598,6 +599,7 @@ static int link_up(struct cluster_link *l)
 		p->dialing = NULL;
 	old = p->link;
 	p->link = l;
+	p->link_gen++;
 	l->state = LINK_UP;
 	if (old) {
 		c->st.links_replaced++;
@@ -1522,6 +1524,62 @@ unsigned cluster_epoch(struct cluster *c, uint32_t node)
 	struct cluster_peer *p = c ? cluster_peer(c, node) : NULL;
 
 	return p ? p->epoch : 0;
+}
+
+/* ---- one-sided reads over the peer's current link ----------------------------------------- */
+
+/* The peer's link when it is up and can read one-sided (rdma), else NULL. */
+static struct tconn *peer_rdma_conn(struct cluster *c, uint32_t node)
+{
+	struct cluster_peer *p = c ? cluster_peer(c, node) : NULL;
+
+	if (!p || p->state != PEER_UP || !p->link || strcmp(tconn_kind(p->link->conn), "rdma"))
+		return NULL;
+	return p->link->conn;
+}
+
+int cluster_mem_add(struct cluster *c, uint32_t node, void *base, size_t len)
+{
+	struct tconn *t = peer_rdma_conn(c, node);
+
+	return t ? tconn_mem_add(t, base, len) : -ENOTSUP;
+}
+
+void cluster_mem_del(struct cluster *c, uint32_t node, void *base)
+{
+	struct tconn *t = peer_rdma_conn(c, node);
+
+	if (t)
+		tconn_mem_del(t, base);
+}
+
+int cluster_mem_key(struct cluster *c, uint32_t node, const void *addr, size_t len,
+		    uint32_t *rkey, uint32_t *gen)
+{
+	struct tconn *t = peer_rdma_conn(c, node);
+	int rc = t ? tconn_mem_key(t, addr, len, rkey) : -ENOTSUP;
+
+	if (!rc)
+		*gen = cluster_peer(c, node)->link_gen;
+	return rc;
+}
+
+uint32_t cluster_link_gen(struct cluster *c, uint32_t node)
+{
+	struct cluster_peer *p = c ? cluster_peer(c, node) : NULL;
+
+	return p ? p->link_gen : 0;
+}
+
+int cluster_read(struct cluster *c, uint32_t node, uint32_t gen, uint64_t raddr, uint32_t rkey,
+		 size_t len, tconn_read_fn cb, void *arg)
+{
+	struct tconn *t = peer_rdma_conn(c, node);
+
+	/* a key names memory on one link: on another it would break the link */
+	if (!t || cluster_peer(c, node)->link_gen != gen)
+		return -ESTALE;
+	return tconn_read(t, raddr, rkey, len, cb, arg);
 }
 
 double cluster_rtt_us(struct cluster *c, uint32_t node)

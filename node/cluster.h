@@ -19,6 +19,7 @@
 
 #include "node/config.h"
 #include "proto/peerwire.h"
+#include "transport/transport.h"
 
 struct ev_loop;
 struct cluster;
@@ -103,6 +104,24 @@ unsigned cluster_epoch(struct cluster *c, uint32_t node);
  * last heartbeats (less what we sent since). @return node id, or -ENOSPC.
  */
 int cluster_pick(struct cluster *c, size_t need, uint64_t exclude);
+
+/*
+ * One-sided reads (rdma links). A holder lets the owner node read a region of
+ * its memory over their current link (cluster_mem_add: registered on that
+ * link alone, gone with it; cluster_mem_del before the memory is freed), and
+ * names a page in it with cluster_mem_key: the key and the link's generation.
+ * The owner reads with cluster_read, which refuses (-ESTALE) a key of another
+ * link than the current one. Return -ENOTSUP where the link is not rdma.
+ */
+int cluster_mem_add(struct cluster *c, uint32_t node, void *base, size_t len);
+void cluster_mem_del(struct cluster *c, uint32_t node, void *base);
+int cluster_mem_key(struct cluster *c, uint32_t node, const void *addr, size_t len,
+		    uint32_t *rkey, uint32_t *gen);
+/* Our generation of node's current link (to keep with a key it named). */
+uint32_t cluster_link_gen(struct cluster *c, uint32_t node);
+/* cb as tconn_read's (transport.h). @return 0, -ESTALE, -EBUSY, -ENOTSUP, -ENOTCONN. */
+int cluster_read(struct cluster *c, uint32_t node, uint32_t gen, uint64_t raddr, uint32_t rkey,
+		 size_t len, tconn_read_fn cb, void *arg);
 
 /* How many peers cluster_pick could choose from now (live, not excluded, with room). */
 unsigned cluster_candidates(struct cluster *c, size_t need, uint64_t exclude);

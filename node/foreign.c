@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "node/config.h"
+#include "node/arena.h"
 #include "node/foreign.h"
 
 /* ---- tunables and charges --------------------------------------------- */
@@ -80,6 +81,7 @@ struct foreign_page {
 struct foreign_owner {
 	struct foreign_link pools; /* its pool records, any incarnation */
 	uint64_t pages;		   /* pages held for it */
+	struct arena *arena;	   /* their memory; made with the first, freed after the last */
 };
 
 struct foreign {
@@ -95,6 +97,8 @@ struct foreign {
 	uint64_t flushes;      /* pages removed by flush, flush_object, flush_pool */
 	uint64_t refused_full; /* puts refused with -ENOSPC */
 	uint64_t dropped;      /* pages removed by drop_owner */
+	struct arena_hooks hooks;
+	void *hooks_arg;
 };
 
 static size_t foreign_page_charge(size_t len)
@@ -286,12 +290,25 @@ static struct foreign_page *page_find(struct foreign *f, const struct foreign_ke
 /* Unhash and free p; its object may be left empty (the caller's business). */
 static void page_free(struct foreign *f, struct foreign_page *p)
 {
+	struct foreign_owner *ow = &f->owners[p->obj->pool->owner];
+
 	htab_remove(&f->pages, &p->hnode);
 	link_del(&p->obj_link);
-	f->owners[p->obj->pool->owner].pages--;
+	ow->pages--;
 	f->bytes -= p->len;
 	f->used -= foreign_page_charge(p->len);
-	free(p);
+	arena_free(ow->arena, p, sizeof(*p) + p->len);
+}
+
+/* The owner has no page left: its memory goes (its chunks withdrawn first). */
+static void owner_trim(struct foreign *f, uint32_t owner)
+{
+	struct foreign_owner *ow = &f->owners[owner];
+
+	if (ow->pages || !ow->arena)
+		return;
+	arena_destroy(ow->arena);
+	ow->arena = NULL;
 }
 
 /* Free an empty pool record. */
@@ -335,12 +352,15 @@ static void page_remove(struct foreign *f, struct foreign_page *p)
 	struct foreign_obj *o = p->obj;
 	struct foreign_pool *pool = o->pool;
 
+	uint32_t owner = pool->owner;
+
 	page_free(f, p);
-	if (!link_empty(&o->pages))
-		return;
-	obj_drain(f, o);
-	if (link_empty(&pool->objs))
-		pool_free(f, pool);
+	if (link_empty(&o->pages)) {
+		obj_drain(f, o);
+		if (link_empty(&pool->objs))
+			pool_free(f, pool);
+	}
+	owner_trim(f, owner);
 }
 
 /* ---- store and load ----------------------------------------------------- */
@@ -381,18 +401,39 @@ void foreign_destroy(struct foreign *f)
 		h = &f->owners[i].pools;
 		while (!link_empty(h))
 			pool_drain(f, foreign_entry(h->next, struct foreign_pool, owner_link));
+		owner_trim(f, i);
 	}
 	free(f->objs.b);
 	free(f->pages.b);
 	free(f);
 }
 
+void foreign_set_hooks(struct foreign *f, const struct arena_hooks *hooks, void *arg)
+{
+	f->hooks = *hooks;
+	f->hooks_arg = arg;
+}
+
+void foreign_foreach_chunk(const struct foreign *f, uint32_t owner,
+			   void (*fn)(void *arg, void *base, size_t len), void *arg)
+{
+	if (owner_valid(owner))
+		arena_foreach_chunk(f->owners[owner].arena, fn, arg);
+}
+
 int foreign_put(struct foreign *f, const struct foreign_key *k, bool pers, const void *data,
 		size_t len, uint32_t checksum)
+{
+	return foreign_put_at(f, k, pers, data, len, checksum, NULL);
+}
+
+int foreign_put_at(struct foreign *f, const struct foreign_key *k, bool pers, const void *data,
+		   size_t len, uint32_t checksum, const void **stored)
 {
 	struct foreign_pool *pool = NULL, *new_pool = NULL;
 	struct foreign_obj *o;
 	struct foreign_page *p, *old;
+	struct foreign_owner *ow;
 	uint64_t ohash, phash, need;
 
 	if (!owner_valid(k->owner) || len < 1 || len > FOREIGN_PAGE_MAX || !data)
@@ -422,7 +463,10 @@ int foreign_put(struct foreign *f, const struct foreign_key *k, bool pers, const
 		return -ENOSPC;
 	}
 
-	p = malloc(sizeof(*p) + len);
+	ow = &f->owners[k->owner];
+	if (!ow->arena)
+		ow->arena = arena_create(&f->hooks, f->hooks_arg, k->owner);
+	p = arena_alloc(ow->arena, sizeof(*p) + len);
 	if (!p)
 		goto nomem;
 	if (!o) {
@@ -456,16 +500,19 @@ int foreign_put(struct foreign *f, const struct foreign_key *k, bool pers, const
 	memcpy(p->data, data, len);
 	link_add_tail(&o->pages, &p->obj_link);
 	htab_insert(&f->pages, &p->hnode, phash);
-	f->owners[k->owner].pages++;
+	ow->pages++;
 	f->bytes += len;
 	f->used += need;
+	if (stored)
+		*stored = p->data;
 	return 0;
 
 free_pool:
 	free(new_pool);
 free_page:
-	free(p);
+	arena_free(ow->arena, p, sizeof(*p) + len);
 nomem:
+	owner_trim(f, k->owner);
 	return -ENOMEM;
 }
 
@@ -518,6 +565,7 @@ uint64_t foreign_flush_object(struct foreign *f, const struct foreign_key *k)
 	n = obj_drain(f, o);
 	if (link_empty(&pool->objs))
 		pool_free(f, pool);
+	owner_trim(f, k->owner);
 	f->flushes += n;
 	return n;
 }
@@ -533,6 +581,7 @@ uint64_t foreign_flush_pool(struct foreign *f, uint32_t owner, uint64_t incarnat
 	if (!p)
 		return 0;
 	n = pool_drain(f, p);
+	owner_trim(f, owner);
 	f->flushes += n;
 	return n;
 }
@@ -552,6 +601,7 @@ uint64_t foreign_drop_owner(struct foreign *f, uint32_t owner, uint64_t keep)
 		if (keep == 0 || p->incarnation != keep)
 			n += pool_drain(f, p);
 	}
+	owner_trim(f, owner);
 	f->dropped += n;
 	return n;
 }

@@ -21,6 +21,7 @@ struct foreign_key {
 };
 
 struct foreign;
+struct arena_hooks;
 
 /* @return a store of at most budget bytes (data plus per-page overhead), or NULL. */
 struct foreign *foreign_create(uint64_t budget);
@@ -34,6 +35,21 @@ void foreign_destroy(struct foreign *f); /* NULL ok */
  */
 int foreign_put(struct foreign *f, const struct foreign_key *k, bool pers, const void *data,
 		size_t len, uint32_t checksum);
+
+/* foreign_put, and *stored (may be NULL) where the bytes now are (until the page goes). */
+int foreign_put_at(struct foreign *f, const struct foreign_key *k, bool pers, const void *data,
+		   size_t len, uint32_t checksum, const void **stored);
+
+/*
+ * Each owner's pages live in an arena of large chunks (node/arena.h); hooks
+ * hear of each chunk made and freed (tag: the owner), so that a link can
+ * register them for one-sided reads. Set before the first put.
+ */
+void foreign_set_hooks(struct foreign *f, const struct arena_hooks *hooks, void *arg);
+
+/* Call fn for every chunk of owner's arena. */
+void foreign_foreach_chunk(const struct foreign *f, uint32_t owner,
+			   void (*fn)(void *arg, void *base, size_t len), void *arg);
 
 /*
  * Find key. @return 0 with *data (valid until the next call that changes the

@@ -25,6 +25,7 @@
 #include <ev.h>
 #include <sodium.h>
 
+#include "node/arena.h"
 #include "node/clock.h"
 #include "node/foreign.h"
 #include "node/log.h"
@@ -95,8 +96,9 @@ struct rget {
 	bool pers, destructive;
 	uint64_t pampd;
 	struct replica_set set;      /* the holders when the get began */
-	uint8_t order[REPLICA_MAX];  /* live holders to ask, nearest first */
+	uint8_t order[REPLICA_MAX];  /* slots of the live holders to ask, nearest first */
 	unsigned n_order, next;
+	bool by_message;             /* a one-sided read failed: ask the same holder again */
 	unsigned attempt_ms;         /* each asked within this */
 	void *page;
 	remote_get_fn cb;
@@ -140,6 +142,8 @@ struct remote {
 	uint64_t owner_drops;
 	uint64_t pings, served_echoes;
 	uint64_t copies_placed, partial_flushes, get_fallovers;
+	uint64_t rdma_reads, rdma_read_fallbacks, rdma_chunks, rdma_chunk_errors;
+	bool closing;               /* remote_destroy: no new requests from callbacks */
 
 	/* re-replication (loop thread) */
 	ev_timer repair_timer;
@@ -496,6 +500,13 @@ static void put_cb(void *arg, int result, const Ramster__Peer__Msg *reply, const
 
 		p->set.node[k] = (uint8_t)p->node;
 		p->set.epoch[k] = (uint8_t)(cluster_epoch(r->cl, p->node) & 255);
+		p->set.raddr[k] = 0;
+		if (reply && reply->page && reply->page->raddr && reply->page->rkey) {
+			/* the holder let us read it one-sided over this link */
+			p->set.raddr[k] = reply->page->raddr;
+			p->set.rkey[k] = reply->page->rkey;
+			p->set.lgen[k] = cluster_link_gen(r->cl, p->node);
+		}
 		if (p->set.n < p->want) {
 			page_send(p); /* the next copy, on another peer */
 			return;
@@ -692,6 +703,28 @@ static void get_cb(void *arg, int result, const Ramster__Peer__Msg *reply, const
 	get_finish(g, result, payload, plen);
 }
 
+/* A one-sided read of the page finished (or failed: then ask the same holder by message). */
+static void get_read_cb(void *arg, int err, const void *data, size_t len)
+{
+	struct rget *g = arg;
+	struct remote *r = g->r;
+
+	if (!err && len == g->set.len && zcache_checksum(data, len) == g->set.checksum) {
+		r->rdma_reads++;
+		get_finish(g, 0, data, len);
+		return;
+	}
+	/* a block reused since it was named, or the link went: the copy may still be there */
+	r->rdma_read_fallbacks++;
+	if (r->closing) {
+		get_finish(g, -ECANCELED, NULL, 0);
+		return;
+	}
+	g->next--;
+	g->by_message = true;
+	get_ask(g);
+}
+
 /* Ask the next live holder in order; with none left the page is lost. */
 static void get_ask(struct rget *g)
 {
@@ -700,7 +733,15 @@ static void get_ask(struct rget *g)
 	Ramster__Peer__Page pg;
 
 	while (g->next < g->n_order) {
-		uint32_t node = g->order[g->next++];
+		unsigned slot = g->order[g->next++];
+		uint32_t node = g->set.node[slot];
+
+		/* one-sided when the holder named where the bytes are on this very link */
+		if (g->set.raddr[slot] && !g->destructive && !g->by_message &&
+		    cluster_read(r->cl, node, g->set.lgen[slot], g->set.raddr[slot],
+				 g->set.rkey[slot], g->set.len, get_read_cb, g) == 0)
+			return;
+		g->by_message = false;
 
 		page_from_handle(&pg, &g->h,
 				 (g->pers ? PAGE_PERSISTENT : 0) | (g->destructive ? PAGE_DELETE : 0),
@@ -756,7 +797,7 @@ void remote_get(struct remote *r, const struct tmem_handle *h, bool pers, bool d
 			g->order[j] = g->order[j - 1];
 			rtt[j] = rtt[j - 1];
 		}
-		g->order[j] = (uint8_t)node;
+		g->order[j] = (uint8_t)k;
 		rtt[j] = t;
 		g->n_order++;
 	}
@@ -1417,14 +1458,28 @@ static void on_request(void *arg, uint32_t node, uint64_t session, const Ramster
 			r->served_checksum_errors++;
 			rc = -EIO;
 		} else {
-			rc = foreign_put(r->fs, &k, m->page->flags & PAGE_PERSISTENT, payload, plen,
-					 m->page->checksum);
+			rc = foreign_put_at(r->fs, &k, m->page->flags & PAGE_PERSISTENT, payload,
+					    plen, m->page->checksum, &data);
 		}
-		if (rc)
+		if (rc) {
 			r->served_puts_refused++;
-		else
-			r->served_puts++;
-		cluster_reply(r->cl, node, m->seq, rc, NULL, NULL, 0);
+			cluster_reply(r->cl, node, m->seq, rc, NULL, NULL, 0);
+			break;
+		}
+		r->served_puts++;
+		{
+			/* over rdma: tell the owner where the bytes are, for one-sided reads */
+			Ramster__Peer__Page pg = RAMSTER__PEER__PAGE__INIT;
+			uint32_t rkey, gen;
+
+			if (cluster_mem_key(r->cl, node, data, plen, &rkey, &gen) == 0) {
+				pg.raddr = (uint64_t)(uintptr_t)data;
+				pg.rkey = rkey;
+				cluster_reply(r->cl, node, m->seq, 0, &pg, NULL, 0);
+				break;
+			}
+		}
+		cluster_reply(r->cl, node, m->seq, 0, NULL, NULL, 0);
 		break;
 	case RAMSTER__PEER__OP__P_GET: {
 		Ramster__Peer__Page pg;
@@ -1469,12 +1524,52 @@ static void on_request(void *arg, uint32_t node, uint64_t session, const Ramster
 	}
 }
 
+/* ---- the foreign store's memory, readable by its owner over rdma ---------------------------- */
+
+static void chunk_add(void *arg, uint32_t owner, void *base, size_t len)
+{
+	struct remote *r = arg;
+	int rc = cluster_mem_add(r->cl, owner, base, len);
+
+	if (rc == 0)
+		r->rdma_chunks++;
+	else if (rc != -ENOTSUP)
+		r->rdma_chunk_errors++;
+}
+
+static void chunk_del(void *arg, uint32_t owner, void *base, size_t len)
+{
+	struct remote *r = arg;
+
+	cluster_mem_del(r->cl, owner, base);
+}
+
+static const struct arena_hooks remote_arena_hooks = { chunk_add, chunk_del };
+
+struct chunk_ctx {
+	struct remote *r;
+	uint32_t owner;
+};
+
+static void chunk_register(void *arg, void *base, size_t len)
+{
+	struct chunk_ctx *x = arg;
+
+	chunk_add(x->r, x->owner, base, len);
+}
+
 static void on_peer_up(void *arg, uint32_t node, uint64_t session)
 {
 	struct remote *r = arg;
 	uint64_t n = foreign_drop_owner(r->fs, node, session);
 	struct replica_usage u;
 
+	/* its pages kept under this session: readable over the new link (if rdma) */
+	{
+		struct chunk_ctx x = { r, node };
+
+		foreign_foreach_chunk(r->fs, node, chunk_register, &x);
+	}
 	/* a new target for pages below their replica count */
 	replica_usage(zcache_replicas(r->z), &u);
 	if (u.degraded)
@@ -1579,6 +1674,7 @@ struct remote *remote_create(struct ev_loop *loop, struct zcache *z, const struc
 			 (unsigned long long)self->donate_mb);
 		goto fail;
 	}
+	foreign_set_hooks(r->fs, &remote_arena_hooks, r);
 	r->cl = cluster_create(loop, cfg, self, key, &remote_handlers, r, err, errlen);
 	sodium_memzero(key, sizeof(key));
 	if (!r->cl)
@@ -1617,6 +1713,7 @@ void remote_destroy(struct remote *r)
 	}
 	ev_timer_stop(r->loop, &r->repair_timer);
 	ev_timer_stop(r->loop, &r->drain_timer);
+	r->closing = true;
 	/* In-flight requests are cancelled (their callbacks finish the frames). */
 	cluster_destroy(r->cl);
 	r->cl = NULL;
@@ -1679,6 +1776,10 @@ void remote_foreach_stat(struct remote *r,
 	R(copies_placed, "page copies peers acknowledged (replicas per persistent page)");
 	R(partial_flushes, "copies flushed because a page could not get all its replicas");
 	R(get_fallovers, "remote gets that asked the next holder (one failed or was bad)");
+	R(rdma_reads, "remote gets served by a one-sided RDMA READ");
+	R(rdma_read_fallbacks, "one-sided reads that failed or read other bytes (asked by message)");
+	R(rdma_chunks, "foreign store chunks registered on rdma links for peers' reads");
+	R(rdma_chunk_errors, "foreign store chunks that could not be registered (no reads there)");
 	R(returns_served, "copies a draining peer handed back, placed elsewhere");
 	R(returns_refused, "copies a draining peer handed back that were not wanted or placed");
 #undef R

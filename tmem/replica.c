@@ -31,6 +31,9 @@ struct rec {
 	uint8_t live : 1, pers : 1, state : 2;
 	uint8_t node[REPLICA_MAX];
 	uint8_t epoch[REPLICA_MAX];
+	uint64_t raddr[REPLICA_MAX]; /* one-sided read addresses (replica.h) */
+	uint32_t rkey[REPLICA_MAX];
+	uint32_t lgen[REPLICA_MAX];
 };
 
 struct replica_table {
@@ -162,6 +165,9 @@ int replica_add(struct replica_table *t, const struct tmem_handle *h, bool pers,
 	r->state = 0;
 	memcpy(r->node, s->node, sizeof(r->node));
 	memcpy(r->epoch, s->epoch, sizeof(r->epoch));
+	memcpy(r->raddr, s->raddr, sizeof(r->raddr));
+	memcpy(r->rkey, s->rkey, sizeof(r->rkey));
+	memcpy(r->lgen, s->lgen, sizeof(r->lgen));
 	t->live++;
 	*id = id_make(idx, r->gen);
 	pthread_mutex_unlock(&t->lock);
@@ -177,6 +183,9 @@ static void rec_copy(const struct rec *r, struct replica_set *s)
 	s->state = r->state;
 	memcpy(s->node, r->node, sizeof(s->node));
 	memcpy(s->epoch, r->epoch, sizeof(s->epoch));
+	memcpy(s->raddr, r->raddr, sizeof(s->raddr));
+	memcpy(s->rkey, r->rkey, sizeof(s->rkey));
+	memcpy(s->lgen, r->lgen, sizeof(s->lgen));
 }
 
 int replica_read(struct replica_table *t, uint64_t id, struct replica_set *s,
@@ -243,6 +252,7 @@ int replica_move(struct replica_table *t, uint64_t id, unsigned from, unsigned t
 	}
 	r->node[slot] = (uint8_t)to;
 	r->epoch[slot] = (uint8_t)epoch;
+	r->raddr[slot] = 0; /* the new copy is had by message */
 	r->gen = (r->gen + 1) & GEN_MASK;
 	*newid = id_make((uint32_t)(id >> 32) - 1, r->gen);
 out:

@@ -30,6 +30,12 @@ struct replica_set {
 	unsigned len;                /* compressed bytes, 1..4096 */
 	uint32_t checksum;           /* adler32 of them */
 	unsigned state;              /* REPLICA_* (read, walk; add ignores it) */
+	/* where a holder on an rdma link keeps the bytes, for one-sided reads
+	 * (raddr 0: unknown, ask with a message): its address and key, and the
+	 * owner's generation of the link that named them */
+	uint64_t raddr[REPLICA_MAX];
+	uint32_t rkey[REPLICA_MAX];
+	uint32_t lgen[REPLICA_MAX];
 };
 
 #define REPLICA_DEGRADED 1u /* a holder died: below its replica target */
@@ -57,7 +63,8 @@ int replica_read(struct replica_table *t, uint64_t id, struct replica_set *s,
 int replica_remove(struct replica_table *t, uint64_t id);
 
 /*
- * The copy on node from is now on node to (epoch): the record gets a new id.
+ * The copy on node from is now on node to (epoch; its read address unknown):
+ * the record gets a new id.
  * @return 0 with *newid set; -ENOENT (stale id, or from is not a holder);
  * -EEXIST (to is one already); -EINVAL.
  */

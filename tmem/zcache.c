@@ -360,7 +360,7 @@ int zcache_remotify_commit(struct zcache *z, struct zcache_out *o, unsigned i,
 	uint64_t pampd, id = 0;
 	int ret;
 
-	if (r->n == 1) {
+	if (r->n == 1 && !r->raddr[0]) {
 		pampd = pampd_make_single(r->node[0], r->epoch[0], r->len, r->checksum);
 	} else {
 		ret = replica_add(z->replicas, &p->h, p->pers, r, &id);

@@ -5,7 +5,10 @@
  * One rdma_cm event channel per transport (an ev_io watches its fd). Each
  * tconn owns its cm id, protection domain, completion channel (an ev_io on
  * its fd: no CQ thread), one CQ, an RC queue pair and one slab of fixed
- * slots registered once (local access only: no rkey ever leaves the node).
+ * slots registered once (local access only). One-sided reads: the regions a
+ * user registers for its peer (remote read only, on this connection alone:
+ * never a key another connection could use) and a few read slots of its own
+ * for the peer's bytes to land in.
  * RDMA_RECV_N slots stay posted as receives; RDMA_SEND_N carry sends. A send
  * needs a credit (a receive the peer has posted for us): each message returns
  * the receives we re-posted since our last message, and an explicit credit
@@ -39,6 +42,8 @@
 
 #define RDMA_RECV_N	      16   /* receives posted per connection (the peer's credits) */
 #define RDMA_SEND_N	      16   /* send slots per connection */
+#define RDMA_READ_N	      64   /* RDMA READs posted at once per connection (and their slots) */
+#define RDMA_READ_DEPTH	      8	   /* of those, outstanding on the wire (the QP's rd_atomic) */
 #define RDMA_CREDIT_BATCH     8	   /* owe this many credits and an explicit credit message goes */
 #define RDMA_RESOLVE_MS	      2000 /* rdma_resolve_addr / rdma_resolve_route limits */
 #define RDMA_BACKLOG	      64
@@ -94,6 +99,21 @@ struct tconn {
 	struct ibv_cq *cq;
 	struct ibv_mr *mr;
 	uint8_t *slab; /* RDMA_RECV_N receive slots, then RDMA_SEND_N send slots */
+	/* one-sided reads: ours in flight, and the regions the peer may read */
+	struct ibv_mr *rd_mr;
+	uint8_t *rd_slab; /* RDMA_READ_N slots of TCONN_READ_MAX */
+	struct rread {
+		tconn_read_fn cb;
+		void *arg;
+		size_t len;
+		int busy;
+	} reads[RDMA_READ_N];
+	struct rregion {
+		void *base;
+		size_t len;
+		struct ibv_mr *mr;
+	} *regions;
+	size_t n_regions, cap_regions;
 	/* flow control */
 	unsigned credits; /* sends we may post: receives the peer posted for us */
 	unsigned owed;	  /* receives re-posted since we last told the peer */
@@ -150,11 +170,21 @@ static void rconn_teardown(struct tconn *c)
 		ibv_destroy_comp_channel(c->cch);
 	if (c->mr)
 		ibv_dereg_mr(c->mr);
+	if (c->rd_mr)
+		ibv_dereg_mr(c->rd_mr);
+	while (c->n_regions)
+		ibv_dereg_mr(c->regions[--c->n_regions].mr);
+	free(c->regions);
+	c->regions = NULL;
+	c->cap_regions = 0;
 	if (c->pd)
 		ibv_dealloc_pd(c->pd);
 	if (c->id)
 		rdma_destroy_id(c->id);
 	free(c->slab);
+	free(c->rd_slab);
+	c->rd_mr = NULL;
+	c->rd_slab = NULL;
 	c->cq = NULL;
 	c->cch = NULL;
 	c->mr = NULL;
@@ -340,7 +370,7 @@ static int rconn_setup(struct tconn *c)
 	fl = fcntl(c->cch->fd, F_GETFL);
 	if (fl < 0 || fcntl(c->cch->fd, F_SETFL, fl | O_NONBLOCK) < 0)
 		return -errno;
-	c->cq = ibv_create_cq(ctx, RDMA_RECV_N + RDMA_SEND_N, c, c->cch, 0);
+	c->cq = ibv_create_cq(ctx, RDMA_RECV_N + RDMA_SEND_N + RDMA_READ_N, c, c->cch, 0);
 	if (!c->cq)
 		return rdma_errno(ENOMEM);
 	err = ibv_req_notify_cq(c->cq, 0);
@@ -351,12 +381,18 @@ static int rconn_setup(struct tconn *c)
 	c->mr = ibv_reg_mr(c->pd, c->slab, size, IBV_ACCESS_LOCAL_WRITE);
 	if (!c->mr)
 		return rdma_errno(ENOMEM);
+	if (posix_memalign((void **)&c->rd_slab, 4096, (size_t)RDMA_READ_N * TCONN_READ_MAX))
+		return -ENOMEM;
+	c->rd_mr = ibv_reg_mr(c->pd, c->rd_slab, (size_t)RDMA_READ_N * TCONN_READ_MAX,
+			      IBV_ACCESS_LOCAL_WRITE);
+	if (!c->rd_mr)
+		return rdma_errno(ENOMEM);
 	memset(&qa, 0, sizeof(qa));
 	qa.send_cq = c->cq;
 	qa.recv_cq = c->cq;
 	qa.qp_type = IBV_QPT_RC;
 	qa.sq_sig_all = 1;
-	qa.cap.max_send_wr = RDMA_SEND_N;
+	qa.cap.max_send_wr = RDMA_SEND_N + RDMA_READ_N;
 	qa.cap.max_recv_wr = RDMA_RECV_N;
 	qa.cap.max_send_sge = 1;
 	qa.cap.max_recv_sge = 1;
@@ -409,6 +445,21 @@ static void rconn_shutdown(struct tconn *c)
 	c->prev = c->next = NULL;
 }
 
+/* Every read in flight ends with -ECONNRESET (the connection is closed already). */
+static void rconn_fail_reads(struct tconn *c)
+{
+	unsigned i;
+
+	for (i = 0; i < RDMA_READ_N; i++) {
+		struct rread *rd = &c->reads[i];
+
+		if (!rd->busy)
+			continue;
+		rd->busy = 0;
+		rd->cb(rd->arg, -ECONNRESET, NULL, 0);
+	}
+}
+
 static void rdma_close(struct tconn *c, const char *reason)
 {
 	void (*on_close)(void *, struct tconn *, const char *);
@@ -423,6 +474,8 @@ static void rdma_close(struct tconn *c, const char *reason)
 	rconn_hold(c);
 	if (on_close)
 		on_close(arg, c, reason ? reason : "closed");
+	/* after on_close: a reader that falls back to messages finds the link gone */
+	rconn_fail_reads(c);
 	rconn_release(c);
 }
 
@@ -614,16 +667,33 @@ static void rconn_on_recv(struct tconn *c, unsigned i, size_t n)
 	c->owed++;
 }
 
+/* Read slot i finished: its bytes to the reader. */
+static void rconn_on_read(struct tconn *c, unsigned i)
+{
+	struct rread *rd = &c->reads[i];
+
+	if (!rd->busy) {
+		rdma_close(c, "rdma read completion for no read");
+		return;
+	}
+	rd->busy = 0;
+	rd->cb(rd->arg, 0, c->rd_slab + (size_t)i * TCONN_READ_MAX, rd->len);
+}
+
 static void rconn_complete(struct tconn *c, const struct ibv_wc *wc)
 {
 	if (wc->status != IBV_WC_SUCCESS) {
 		snprintf(c->why, sizeof(c->why), "rdma %s: %s",
-			 wc->wr_id < RDMA_RECV_N ? "receive" : "send",
+			 wc->wr_id < RDMA_RECV_N			? "receive"
+			 : wc->wr_id < RDMA_RECV_N + RDMA_SEND_N ? "send"
+								  : "read",
 			 ibv_wc_status_str(wc->status));
 		rdma_close(c, c->why);
 		return;
 	}
-	if (wc->wr_id < RDMA_RECV_N)
+	if (wc->wr_id >= RDMA_RECV_N + RDMA_SEND_N && wc->wr_id < RDMA_RECV_N + RDMA_SEND_N + RDMA_READ_N)
+		rconn_on_read(c, (unsigned)(wc->wr_id - RDMA_RECV_N - RDMA_SEND_N));
+	else if (wc->wr_id < RDMA_RECV_N)
 		rconn_on_recv(c, (unsigned)wc->wr_id, wc->byte_len);
 	else if (wc->wr_id < RDMA_RECV_N + RDMA_SEND_N && c->n_free < RDMA_SEND_N)
 		c->free_slots[c->n_free++] = (unsigned)wc->wr_id;
@@ -783,6 +853,8 @@ static void rdma_on_request(struct transport *t, struct rdma_cm_id *id, const ui
 		param.private_data_len = sizeof(mine);
 		param.rnr_retry_count = 7;
 		param.retry_count = 7;
+		param.responder_resources = RDMA_READ_DEPTH; /* the peer's reads of our regions */
+		param.initiator_depth = RDMA_READ_DEPTH;
 		if (rdma_accept(id, &param))
 			rdma_close(c, "rdma accept failed");
 	}
@@ -819,6 +891,8 @@ static void rconn_on_event(struct tconn *c, enum rdma_cm_event_type type, int st
 		param.private_data_len = sizeof(mine);
 		param.retry_count = 7;
 		param.rnr_retry_count = 7;
+		param.responder_resources = RDMA_READ_DEPTH;
+		param.initiator_depth = RDMA_READ_DEPTH;
 		if (rdma_connect(c->id, &param))
 			rconn_connect_failed(c, "rdma connect", rdma_errno(EIO));
 		break;
@@ -993,6 +1067,97 @@ static const char *rdma_device(const struct tconn *c)
 	return c->device;
 }
 
+/* ---- one-sided reads ------------------------------------------------------------------ */
+
+static int rdma_mem_add(struct tconn *c, void *base, size_t len)
+{
+	struct ibv_mr *mr;
+
+	if (c->state != RCONN_OPEN || !c->pd)
+		return -ENOTCONN;
+	if (!base || !len)
+		return -EINVAL;
+	if (c->n_regions == c->cap_regions) {
+		size_t cap = c->cap_regions ? c->cap_regions * 2 : 16;
+		struct rregion *n = realloc(c->regions, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		c->regions = n;
+		c->cap_regions = cap;
+	}
+	errno = 0;
+	mr = ibv_reg_mr(c->pd, base, len, IBV_ACCESS_REMOTE_READ);
+	if (!mr)
+		return rdma_errno(ENOMEM);
+	c->regions[c->n_regions++] = (struct rregion){ base, len, mr };
+	return 0;
+}
+
+static void rdma_mem_del(struct tconn *c, void *base)
+{
+	size_t i;
+
+	for (i = 0; i < c->n_regions; i++) {
+		if (c->regions[i].base != base)
+			continue;
+		ibv_dereg_mr(c->regions[i].mr);
+		c->regions[i] = c->regions[--c->n_regions];
+		return;
+	}
+}
+
+static int rdma_mem_key(const struct tconn *c, const void *addr, size_t len, uint32_t *rkey)
+{
+	const char *a = addr;
+	size_t i;
+
+	for (i = 0; i < c->n_regions; i++) {
+		const char *b = c->regions[i].base;
+
+		if (a >= b && len <= c->regions[i].len && (size_t)(a - b) <= c->regions[i].len - len) {
+			*rkey = c->regions[i].mr->rkey;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+static int rdma_read(struct tconn *c, uint64_t raddr, uint32_t rkey, size_t len,
+		     tconn_read_fn cb, void *arg)
+{
+	struct ibv_sge sge;
+	struct ibv_send_wr wr, *bad;
+	unsigned i;
+	int err;
+
+	if (c->state != RCONN_OPEN || c->post_err)
+		return -ENOTCONN;
+	if (!len || len > TCONN_READ_MAX || !cb)
+		return -EINVAL;
+	for (i = 0; i < RDMA_READ_N && c->reads[i].busy; i++)
+		;
+	if (i == RDMA_READ_N)
+		return -EBUSY;
+	memset(&sge, 0, sizeof(sge));
+	sge.addr = (uintptr_t)(c->rd_slab + (size_t)i * TCONN_READ_MAX);
+	sge.length = (uint32_t)len;
+	sge.lkey = c->rd_mr->lkey;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = RDMA_RECV_N + RDMA_SEND_N + i;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_RDMA_READ;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	err = ibv_post_send(c->id->qp, &wr, &bad);
+	if (err)
+		return -err;
+	c->reads[i] = (struct rread){ cb, arg, len, 1 };
+	return 0;
+}
+
 /* ---- the transport ------------------------------------------------------------------ */
 
 struct transport *transport_rdma_new(struct ev_loop *loop, const struct transport_cb *cb, void *arg)
@@ -1085,6 +1250,10 @@ static const struct transport_ops rdma_ops = {
     .queued = rdma_queued,
     .peer = rdma_peer,
     .device = rdma_device,
+    .mem_add = rdma_mem_add,
+    .mem_del = rdma_mem_del,
+    .mem_key = rdma_mem_key,
+    .read = rdma_read,
 };
 
 #else /* built without RDMA (make RDMA=0) */

@@ -400,7 +400,7 @@ static int tconn_deliver(struct tconn *c)
 	return 0;
 }
 
-static void tconn_read(struct tconn *c)
+static void tcp_read_input(struct tconn *c)
 {
 	uint8_t *p;
 	size_t n;
@@ -440,7 +440,7 @@ static void tcp_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 	transport_hold(t);
 	tconn_hold(c);
-	tconn_read(c);
+	tcp_read_input(c);
 	tconn_release(c);
 	transport_release(t);
 }

@@ -80,3 +80,33 @@ const char *tconn_device(const struct tconn *c)
 {
 	return tconn_base_of(c)->ops->device(c);
 }
+
+int tconn_mem_add(struct tconn *c, void *base, size_t len)
+{
+	const struct transport_ops *o = tconn_base_of(c)->ops;
+
+	return o->mem_add ? o->mem_add(c, base, len) : -ENOTSUP;
+}
+
+void tconn_mem_del(struct tconn *c, void *base)
+{
+	const struct transport_ops *o = tconn_base_of(c)->ops;
+
+	if (o->mem_del)
+		o->mem_del(c, base);
+}
+
+int tconn_mem_key(const struct tconn *c, const void *addr, size_t len, uint32_t *rkey)
+{
+	const struct transport_ops *o = tconn_base_of(c)->ops;
+
+	return o->mem_key ? o->mem_key(c, addr, len, rkey) : -ENOTSUP;
+}
+
+int tconn_read(struct tconn *c, uint64_t raddr, uint32_t rkey, size_t len, tconn_read_fn cb,
+	       void *arg)
+{
+	const struct transport_ops *o = tconn_base_of(c)->ops;
+
+	return o->read ? o->read(c, raddr, rkey, len, cb, arg) : -ENOTSUP;
+}

@@ -92,4 +92,31 @@ const char *tconn_peer(const struct tconn *c);
 /* The RDMA device of an rdma connection ("rxe0", "mlx5_0"); "-" for tcp. */
 const char *tconn_device(const struct tconn *c);
 
+/*
+ * One-sided reads (rdma only; tcp answers -ENOTSUP). The reader's peer lets
+ * it read a region of its memory: tconn_mem_add registers [base, base+len)
+ * on this connection alone (remote read only; withdrawn with the connection
+ * or by tconn_mem_del, which must come before the memory is freed), and
+ * tconn_mem_key names it for the peer. The peer then reads with tconn_read.
+ */
+int tconn_mem_add(struct tconn *c, void *base, size_t len);
+void tconn_mem_del(struct tconn *c, void *base);
+/* @return 0 with *rkey for [addr, addr+len); -ENOENT (not in a region); -ENOTSUP. */
+int tconn_mem_key(const struct tconn *c, const void *addr, size_t len, uint32_t *rkey);
+
+/* A finished read: err 0 with the bytes (valid during the call), or -errno. */
+typedef void (*tconn_read_fn)(void *arg, int err, const void *data, size_t len);
+
+#define TCONN_READ_MAX 4096 /* bytes one read may take */
+
+/*
+ * Read len (1..TCONN_READ_MAX) bytes at the peer's address raddr under rkey.
+ * cb runs once, on the loop, later (-ECONNRESET if the connection goes
+ * first). A bad address or key is a remote access error, which ends the
+ * connection: read only what the peer named on this connection. @return 0;
+ * -EBUSY (every read slot in use: cb not called); -ENOTSUP; -ENOTCONN; -EINVAL.
+ */
+int tconn_read(struct tconn *c, uint64_t raddr, uint32_t rkey, size_t len, tconn_read_fn cb,
+	       void *arg);
+
 #endif /* RAMSTER_TRANSPORT_H */

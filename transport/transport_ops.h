@@ -25,6 +25,12 @@ struct transport_ops {
 	size_t (*queued)(const struct tconn *c);
 	const char *(*peer)(const struct tconn *c);
 	const char *(*device)(const struct tconn *c);
+	/* one-sided reads: NULL where not supported (tcp) */
+	int (*mem_add)(struct tconn *c, void *base, size_t len);
+	void (*mem_del)(struct tconn *c, void *base);
+	int (*mem_key)(const struct tconn *c, const void *addr, size_t len, uint32_t *rkey);
+	int (*read)(struct tconn *c, uint64_t raddr, uint32_t rkey, size_t len, tconn_read_fn cb,
+		    void *arg);
 };
 
 /* The first member of every implementation's struct transport. */

@@ -307,6 +307,22 @@ static void test_remotify_repatriate_flush(void **state)
 	get_all(r, pool, BIG, 1, &hits, &misses, &lost);
 	assert_int_equal(hits, BIG);
 	assert_true(stat_of(c, 0, "tier_repatriated") > 0);
+	if (!strcmp(TRANSPORT, "rdma")) {
+		/* every link is rdma: the peers named where the bytes are, and the
+		 * repatriates read them one-sided, without the holders' CPUs */
+		uint64_t reads = stat_of(c, 0, "remote_rdma_reads");
+
+		fprintf(stderr, "rdma: %llu one-sided reads, %llu fell back to messages; "
+				"chunks registered: beta %llu, gamma %llu\n",
+			(unsigned long long)reads,
+			(unsigned long long)stat_of(c, 0, "remote_rdma_read_fallbacks"),
+			(unsigned long long)stat_of(c, 1, "remote_rdma_chunks"),
+			(unsigned long long)stat_of(c, 2, "remote_rdma_chunks"));
+		assert_true(stat_of(c, 1, "remote_rdma_chunks") > 0);
+		assert_true(reads > stat_of(c, 0, "tier_repatriated") / 2);
+	} else if (!strcmp(TRANSPORT, "tcp")) {
+		assert_int_equal(stat_of(c, 0, "remote_rdma_reads"), 0);
+	}
 	/* flush-object reaches the holders */
 	oid = harness_oid(1, 0);
 	assert_int_equal(ramster_flush_object(r, pool, &oid), 0);

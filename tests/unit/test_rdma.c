@@ -2,7 +2,8 @@
  * test_rdma.c - the RDMA transport (transport/rdma.c) against transport.h's
  * contract: frames whole and in order in both directions at every size, the
  * limits, backpressure past the credits, exactly one on_close per connection,
- * close and free from inside callbacks, a refused connect. Needs an RDMA
+ * close and free from inside callbacks, a refused connect, one-sided reads
+ * of a registered region (and a bad key ending the connection). Needs an RDMA
  * device on RAMSTER_RDMA_ADDR (default 192.0.2.1, as tests/vm/test-rdma.sh
  * sets up with soft-RoCE); without one (this host) each test skips.
  */
@@ -285,6 +286,74 @@ static void test_limits(void **state)
 	assert_int_equal(tconn_queued(tr.k.c), 0);
 }
 
+struct tr_read {
+	int done, err;
+	size_t len;
+	uint8_t data[TCONN_READ_MAX];
+};
+
+static void tr_read_cb(void *arg, int err, const void *data, size_t len)
+{
+	struct tr_read *rd = arg;
+
+	rd->err = err;
+	rd->len = len;
+	if (!err)
+		memcpy(rd->data, data, len);
+	rd->done++;
+}
+
+/*
+ * The server lets the client read a region one-sided: every length and
+ * offset comes back byte for byte; an address outside every region has no
+ * key; tcp-like limits hold; a bad key is a remote access error that ends
+ * the connection, and the read in flight fails with -ECONNRESET.
+ */
+static void test_one_sided_read(void **state)
+{
+	enum { REGION = 1 << 20 };
+	static const size_t lens[] = { 1, 63, 1000, 4096 };
+	static const size_t offs[] = { 0, 4096 * 7 + 5, REGION - 4096 };
+	static struct tr_read rd;
+	uint8_t *region = NULL;
+	uint32_t rkey, k2;
+	size_t i, j, b;
+
+	tr_connect();
+	assert_int_equal(posix_memalign((void **)&region, 4096, REGION), 0);
+	for (b = 0; b < REGION; b++)
+		region[b] = (uint8_t)(b * 7 + b / 4096);
+	assert_int_equal(tconn_mem_key(tr.s.c, region, 1, &rkey), -ENOENT);
+	assert_int_equal(tconn_mem_add(tr.s.c, region, REGION), 0);
+	assert_int_equal(tconn_mem_key(tr.s.c, region + 100, 4096, &rkey), 0);
+	assert_int_equal(tconn_mem_key(tr.s.c, region + REGION - 10, 11, &k2), -ENOENT);
+	for (i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
+		for (j = 0; j < sizeof(lens) / sizeof(lens[0]); j++) {
+			memset(&rd, 0, sizeof(rd));
+			assert_int_equal(tconn_read(tr.k.c, (uintptr_t)region + offs[i], rkey, lens[j],
+						    tr_read_cb, &rd),
+					 0);
+			tr_wait(&rd.done, 1, "a read");
+			assert_int_equal(rd.err, 0);
+			assert_int_equal(rd.len, lens[j]);
+			assert_memory_equal(rd.data, region + offs[i], lens[j]);
+		}
+	}
+	assert_int_equal(tconn_read(tr.k.c, (uintptr_t)region, rkey, 0, tr_read_cb, &rd), -EINVAL);
+	assert_int_equal(tconn_read(tr.k.c, (uintptr_t)region, rkey, 4097, tr_read_cb, &rd),
+			 -EINVAL);
+	/* a key that names nothing: the connection goes, the read fails */
+	memset(&rd, 0, sizeof(rd));
+	assert_int_equal(tconn_read(tr.k.c, (uintptr_t)region, rkey ^ 0x5a5a00, 64, tr_read_cb, &rd),
+			 0);
+	tr_wait(&rd.done, 1, "the failed read");
+	assert_int_equal(rd.err, -ECONNRESET);
+	tr_wait(&tr.k.closed, 1, "the client's close");
+	assert_int_equal(rd.done, 1);
+	tr_wait(&tr.s.closed, 1, "the server's close");
+	free(region);
+}
+
 /* Close from on_message: one on_close each side, the peer hears of it. */
 static void test_close_in_message(void **state)
 {
@@ -346,6 +415,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_close_in_message, tr_setup, tr_teardown),
 	    cmocka_unit_test_setup_teardown(test_free_in_message, tr_setup, tr_teardown),
 	    cmocka_unit_test_setup_teardown(test_connect_refused, tr_setup, tr_teardown),
+	    cmocka_unit_test_setup_teardown(test_one_sided_read, tr_setup, tr_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

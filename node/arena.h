@@ -1,0 +1,52 @@
+/*
+ * arena.h - the memory of one owner's pages in the foreign store: chunks of
+ * ARENA_CHUNK bytes, carved into blocks of 64-byte size classes.
+ *
+ * Why not malloc: a peer on an RDMA link reads its pages straight from this
+ * node's memory (one-sided RDMA READ), which needs the memory registered with
+ * the link, once, in large pieces. An arena's chunks are that memory: each is
+ * announced (chunk_add) when made and withdrawn (chunk_del) before it is
+ * freed, so whoever registered it can deregister it first.
+ *
+ * Used only from the event loop's thread: no locking.
+ */
+#ifndef RAMSTER_ARENA_H
+#define RAMSTER_ARENA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ARENA_CHUNK (1u << 20)
+#define ARENA_ALIGN 64u
+#define ARENA_BLOCK_MAX 8192u /* the largest block */
+
+struct arena_hooks {
+	/* A chunk was made / is about to be freed. arg and tag as given to arena_create. */
+	void (*chunk_add)(void *arg, uint32_t tag, void *base, size_t len);
+	void (*chunk_del)(void *arg, uint32_t tag, void *base, size_t len);
+};
+
+struct arena;
+
+/* @return an empty arena (no chunk yet), or NULL. hooks may be NULL. */
+struct arena *arena_create(const struct arena_hooks *hooks, void *arg, uint32_t tag);
+
+/* Free every chunk (chunk_del each first) and the arena. NULL ok. */
+void arena_destroy(struct arena *a);
+
+/* @return a block of at least len (1..ARENA_BLOCK_MAX) bytes, 64-byte aligned, or NULL. */
+void *arena_alloc(struct arena *a, size_t len);
+
+/* Give back a block of arena_alloc(len) (the same len). */
+void arena_free(struct arena *a, void *p, size_t len);
+
+/* Call fn for every chunk (to register them all on a new link). */
+void arena_foreach_chunk(const struct arena *a, void (*fn)(void *arg, void *base, size_t len),
+			 void *arg);
+
+/* Blocks in use, and chunks held. */
+uint64_t arena_blocks(const struct arena *a);
+uint64_t arena_chunks(const struct arena *a);
+
+#endif /* RAMSTER_ARENA_H */

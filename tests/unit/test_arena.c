@@ -1,0 +1,103 @@
+/*
+ * test_arena.c - the foreign store's chunked memory (node/arena.c): blocks
+ * are 64-byte aligned, never overlap, are reused by size class, chunks are
+ * announced as made and withdrawn before they are freed, and bad lengths get
+ * nothing.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "node/arena.h"
+
+static struct {
+	int added, deleted;
+	void *last_base;
+	size_t last_len;
+	uint32_t last_tag;
+} seen;
+
+static void on_add(void *arg, uint32_t tag, void *base, size_t len)
+{
+	seen.added++;
+	seen.last_base = base;
+	seen.last_len = len;
+	seen.last_tag = tag;
+}
+
+static void on_del(void *arg, uint32_t tag, void *base, size_t len)
+{
+	seen.deleted++;
+	seen.last_tag = tag;
+}
+
+static const struct arena_hooks hooks = { on_add, on_del };
+
+static void count_chunk(void *arg, void *base, size_t len)
+{
+	++*(int *)arg;
+}
+
+static void test_blocks(void **state)
+{
+	enum { N = 3000 };
+	static unsigned char *p[N];
+	struct arena *a;
+	int i, chunks = 0;
+
+	memset(&seen, 0, sizeof(seen));
+	a = arena_create(&hooks, NULL, 7);
+	assert_non_null(a);
+	assert_int_equal(arena_chunks(a), 0);
+	assert_null(arena_alloc(a, 0));
+	assert_null(arena_alloc(a, ARENA_BLOCK_MAX + 1));
+	for (i = 0; i < N; i++) {
+		size_t len = 1 + (size_t)(i * 37) % 4200;
+
+		p[i] = arena_alloc(a, len);
+		assert_non_null(p[i]);
+		assert_int_equal((uintptr_t)p[i] % ARENA_ALIGN, 0);
+		memset(p[i], (int)(i & 0xff), len); /* no block overlaps another */
+	}
+	for (i = 0; i < N; i++) {
+		size_t len = 1 + (size_t)(i * 37) % 4200;
+
+		assert_int_equal(p[i][0], i & 0xff);
+		assert_int_equal(p[i][len - 1], i & 0xff);
+	}
+	assert_int_equal(arena_blocks(a), N);
+	assert_true(arena_chunks(a) >= 6); /* ~6.3 MB of blocks in 1 MiB chunks */
+	assert_int_equal(seen.added, (int)arena_chunks(a));
+	assert_int_equal(seen.last_tag, 7);
+	assert_int_equal(seen.last_len, ARENA_CHUNK);
+	arena_foreach_chunk(a, count_chunk, &chunks);
+	assert_int_equal(chunks, (int)arena_chunks(a));
+
+	/* a freed block is the next of its class */
+	arena_free(a, p[10], 1 + (10 * 37) % 4200);
+	assert_ptr_equal(arena_alloc(a, 1 + (10 * 37) % 4200), p[10]);
+	/* same class, other length: still reused */
+	arena_free(a, p[1], 38);
+	assert_ptr_equal(arena_alloc(a, 64), p[1]);
+	arena_free(a, p[1], 64);
+	assert_ptr_not_equal(arena_alloc(a, 65), p[1]);
+	assert_int_equal(arena_blocks(a), N);
+
+	arena_destroy(a);
+	assert_int_equal(seen.deleted, seen.added);
+	arena_destroy(NULL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_blocks),
+	};
+
+	return cmocka_run_group_tests_name("arena", tests, NULL, NULL);
+}
