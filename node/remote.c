@@ -144,6 +144,7 @@ struct remote {
 	uint64_t copies_placed, partial_flushes, get_fallovers;
 	uint64_t rdma_reads, rdma_read_fallbacks, rdma_chunks, rdma_chunk_errors;
 	bool closing;               /* remote_destroy: no new requests from callbacks */
+	bool rdma_read;             /* use the read keys holders name (RAMSTER_RDMA_READ=0: no) */
 
 	/* re-replication (loop thread) */
 	ev_timer repair_timer;
@@ -501,7 +502,8 @@ static void put_cb(void *arg, int result, const Ramster__Peer__Msg *reply, const
 		p->set.node[k] = (uint8_t)p->node;
 		p->set.epoch[k] = (uint8_t)(cluster_epoch(r->cl, p->node) & 255);
 		p->set.raddr[k] = 0;
-		if (reply && reply->page && reply->page->raddr && reply->page->rkey) {
+		if (r->rdma_read && reply && reply->page && reply->page->raddr &&
+		    reply->page->rkey) {
 			/* the holder let us read it one-sided over this link */
 			p->set.raddr[k] = reply->page->raddr;
 			p->set.rkey[k] = reply->page->rkey;
@@ -1632,9 +1634,14 @@ static const struct cluster_handlers remote_handlers = {
 struct remote *remote_create(struct ev_loop *loop, struct zcache *z, const struct config *cfg,
 			     const struct config_node *self, char *err, size_t errlen)
 {
+	const char *rdma_read_env = getenv("RAMSTER_RDMA_READ");
 	uint8_t key[CLUSTER_KEY_LEN];
 	struct remote *r;
 
+	if (rdma_read_env && strcmp(rdma_read_env, "0") && strcmp(rdma_read_env, "1")) {
+		snprintf(err, errlen, "RAMSTER_RDMA_READ: '%s' is not 0 or 1", rdma_read_env);
+		return NULL;
+	}
 	if (cluster_load_key(cfg->secret_file, key, err, errlen))
 		return NULL;
 	r = calloc(1, sizeof(*r));
@@ -1652,6 +1659,7 @@ struct remote *remote_create(struct ev_loop *loop, struct zcache *z, const struc
 	r->rem_eph = cfg->remotify_ephemeral;
 	r->rem_pers = cfg->remotify_persistent;
 	r->replicas = cfg->replicas ? cfg->replicas : 1;
+	r->rdma_read = !(rdma_read_env && !strcmp(rdma_read_env, "0"));
 	r->repair_rate = cfg->rereplicate_rate ? cfg->rereplicate_rate : 2000;
 	ev_init(&r->repair_timer, repair_tick);
 	r->repair_timer.repeat = REPAIR_TICK_MS / 1000.0;
