@@ -19,7 +19,11 @@
 
 static struct replica_set set2(unsigned a, unsigned b)
 {
-	struct replica_set s = { 2, { (uint8_t)a, (uint8_t)b }, { 1, 1 }, 1000, 0xabcdef, 0 };
+	struct replica_set s = { .n = 2,
+				 .node = { (uint8_t)a, (uint8_t)b },
+				 .epoch = { 1, 1 },
+				 .len = 1000,
+				 .checksum = 0xabcdef };
 
 	return s;
 }

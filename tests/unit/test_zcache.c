@@ -327,7 +327,8 @@ static unsigned remotify_one(struct zcache *z, bool pers, unsigned node, unsigne
 
 	assert_int_equal(zcache_remotify_take(z, pers, &o), 0);
 	for (i = 0; i < o.n; i++) {
-		struct replica_set r = { 1, { (uint8_t)node }, { 3 }, o.p[i].len, o.p[i].checksum, 0 };
+		struct replica_set r = { .n = 1, .node = { (uint8_t)node }, .epoch = { 3 },
+					 .len = o.p[i].len, .checksum = o.p[i].checksum };
 
 		assert_true(o.p[i].resolved);
 		memcpy(saved[i], o.p[i].data, o.p[i].len);
@@ -483,7 +484,8 @@ static void test_remotify_stale(void **state)
 	mkpage(page, 2, 1000);
 	assert_int_equal(tmem_put(t, p, &o, 1, page), 0); /* rewritten meanwhile */
 	{
-		struct replica_set r = { 1, { 3 }, { 3 }, out.p[0].len, out.p[0].checksum, 0 };
+		struct replica_set r = { .n = 1, .node = { 3 }, .epoch = { 3 }, .len = out.p[0].len,
+					 .checksum = out.p[0].checksum };
 
 		assert_int_equal(zcache_remotify_commit(z, &out, 0, &r), -ENOENT);
 	}
@@ -524,7 +526,8 @@ static void test_replicated_pages(void **state)
 	}
 	assert_int_equal(zcache_remotify_take(z, true, &out), 0);
 	for (i = 0; i < out.n; i++) {
-		struct replica_set r = { 2, { 2, 5 }, { 3, 3 }, out.p[i].len, out.p[i].checksum, 0 };
+		struct replica_set r = { .n = 2, .node = { 2, 5 }, .epoch = { 3, 3 },
+					 .len = out.p[i].len, .checksum = out.p[i].checksum };
 
 		assert_int_equal(zcache_remotify_commit(z, &out, i, &r), 0);
 	}
