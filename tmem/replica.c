@@ -277,7 +277,9 @@ uint64_t replica_mark_holder(struct replica_table *t, unsigned node)
 		for (i = 0; i < RCHUNK; i++) {
 			struct rec *r = &t->chunk[c][i];
 
-			if (!r->live || r->state)
+			/* one copy (kept in a record for its read key) is not replicated:
+			 * nothing to mend, and its loss is counted where it is read */
+			if (!r->live || r->state || r->n < 2)
 				continue;
 			for (k = 0; k < r->n; k++)
 				if (r->node[k] == node)

@@ -72,8 +72,9 @@ int replica_move(struct replica_table *t, uint64_t id, unsigned from, unsigned t
 		 uint64_t *newid);
 
 /*
- * Node died: every record it holds a copy in is marked REPLICA_DEGRADED
- * (those not so already, nor lost). @return records newly marked.
+ * Node died: every record of two or more copies it holds one of is marked
+ * REPLICA_DEGRADED (those not so already, nor lost). A record of one copy
+ * (there for its read key) is left alone. @return records newly marked.
  */
 uint64_t replica_mark_holder(struct replica_table *t, unsigned node);
 

@@ -140,8 +140,22 @@ static void test_mark_walk_counts(void **state)
 
 		assert_int_equal(replica_add(t, &h, true, &s, &ids[i]), 0);
 	}
-	/* node 3 holds a copy of every third record */
-	assert_int_equal(replica_mark_holder(t, 3), (N + 1) / 3);
+	/* a record of one copy (kept for its read key) is never marked */
+	{
+		struct replica_set one = set2(3, 10);
+		struct tmem_handle h = handle(N);
+		uint64_t id1;
+
+		one.n = 1;
+		assert_int_equal(replica_add(t, &h, false, &one, &id1), 0);
+		assert_int_equal(replica_remove(t, id1), 0);
+		assert_int_equal(replica_add(t, &h, false, &one, &id1), 0);
+		assert_int_equal(replica_mark_holder(t, 3), (N + 1) / 3);
+		assert_int_equal(replica_read(t, id1, &one, NULL), 0);
+		assert_int_equal(one.state, 0);
+		assert_int_equal(replica_remove(t, id1), 0);
+	}
+	/* node 3 held a copy of every third record: marked once */
 	assert_int_equal(replica_mark_holder(t, 3), 0); /* marked once */
 	replica_usage(t, &u);
 	assert_int_equal(u.records, N);
