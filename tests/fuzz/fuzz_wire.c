@@ -23,7 +23,7 @@ static struct wire_arena fuzz_roomy; /* decodes anything WIRE_MSG_MAX can say...
 static struct wire_arena fuzz_tight; /* ...and this one mostly cannot */
 static Ramster__Item fuzz_items[FUZZ_ITEMS];
 static Ramster__Item *fuzz_item_ptrs[FUZZ_ITEMS];
-static Ramster__Request fuzz_reqs[9];
+static Ramster__Request fuzz_reqs[10];
 static size_t fuzz_n_reqs;
 static volatile uint64_t fuzz_sink; /* keeps the walks below from being optimized out */
 
@@ -66,6 +66,7 @@ static void fuzz_init(void)
 	fuzz_add_req(RAMSTER__OP__OP_STATS, 0);
 	fuzz_add_req(RAMSTER__OP__OP_STATUS, 0);
 	fuzz_add_req(RAMSTER__OP__OP_POOLS, 0);
+	fuzz_add_req(RAMSTER__OP__OP_DRAIN, 0);
 }
 
 /* Touch every byte the decoded request points at, so ASan sees any stray pointer. */
@@ -83,7 +84,12 @@ static void fuzz_walk_request(const struct wire_hdr *h, const Ramster__Request *
 		fuzz_assert(h->payload_len == WIRE_PAGE_SIZE);
 	else
 		fuzz_assert(h->payload_len == 0);
-	fuzz_assert(req->node == 0 || req->op == RAMSTER__OP__OP_PING);
+	/* a node names a peer: PING goes through it, DRAIN drains it */
+	fuzz_assert(req->node == 0 ||
+		    req->op == RAMSTER__OP__OP_PING || req->op == RAMSTER__OP__OP_DRAIN);
+	fuzz_assert(req->node <= 64);
+	if (req->op == RAMSTER__OP__OP_DRAIN)
+		fuzz_assert(req->flags <= 1);
 	for (i = 0; i < req->uuid.len; i++)
 		sum += req->uuid.data[i];
 	for (i = 0; i < req->n_items; i++)
