@@ -672,6 +672,7 @@ static void client_ping_done(void *arg, int result)
 {
 	struct client *c = arg;
 	Ramster__Response rsp = RAMSTER__RESPONSE__INIT;
+	bool page; /* a ping answers the page that came back; a relayed drain nothing */
 
 	c->ping_result = result;
 	if (--c->pending)
@@ -682,11 +683,9 @@ static void client_ping_done(void *arg, int result)
 	}
 	rsp.seq = c->req->seq;
 	rsp.result = result;
-	/* a ping answers the page that came back; a relayed drain nothing */
-	if (c->req->op != RAMSTER__OP__OP_PING)
-		result = -1;
+	page = c->req->op == RAMSTER__OP__OP_PING && !result;
 	if (!c->gone &&
-	    client_reply(c, &rsp, result ? NULL : c->scratch, result ? 0 : WIRE_PAGE_SIZE))
+	    client_reply(c, &rsp, page ? c->scratch : NULL, page ? WIRE_PAGE_SIZE : 0))
 		return;
 	client_resume(c);
 }

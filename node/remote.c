@@ -661,6 +661,33 @@ static void *remotify_main(void *arg)
 
 /* ---- repatriate ------------------------------------------------------------------------------ */
 
+/*
+ * The slots of s whose holders are alive, nearest (smallest heartbeat round
+ * trip; a lost link last) first, into order. @return how many.
+ */
+static unsigned holders_by_rtt(struct remote *r, const struct replica_set *s,
+			       uint8_t order[REPLICA_MAX])
+{
+	double rtt[REPLICA_MAX];
+	unsigned k, j, n = 0;
+
+	for (k = 0; k < s->n; k++) {
+		double t;
+
+		if (!cluster_alive(r->cl, s->node[k], s->epoch[k]))
+			continue;
+		t = cluster_rtt_us(r->cl, s->node[k]);
+		for (j = n; j > 0 && rtt[j - 1] > t; j--) {
+			order[j] = order[j - 1];
+			rtt[j] = rtt[j - 1];
+		}
+		order[j] = (uint8_t)k;
+		rtt[j] = t;
+		n++;
+	}
+	return n;
+}
+
 static void get_finish(struct rget *g, int result, const uint8_t *payload, size_t plen)
 {
 	struct remote *r = g->r;
@@ -761,8 +788,7 @@ void remote_get(struct remote *r, const struct tmem_handle *h, bool pers, bool d
 		uint64_t pampd, void *page, remote_get_fn cb, void *arg)
 {
 	struct rget *g = calloc(1, sizeof(*g));
-	double rtt[REPLICA_MAX];
-	unsigned k, j, again;
+	unsigned again;
 	int rc;
 
 	if (!g) {
@@ -787,22 +813,7 @@ void remote_get(struct remote *r, const struct tmem_handle *h, bool pers, bool d
 	g->cb = cb;
 	g->arg = arg;
 	r->gets++;
-	/* the live holders, nearest (smallest heartbeat round trip) first */
-	for (k = 0; k < g->set.n; k++) {
-		uint32_t node = g->set.node[k];
-		double t;
-
-		if (!cluster_alive(r->cl, node, g->set.epoch[k]))
-			continue;
-		t = cluster_rtt_us(r->cl, node);
-		for (j = g->n_order; j > 0 && rtt[j - 1] > t; j--) {
-			g->order[j] = g->order[j - 1];
-			rtt[j] = rtt[j - 1];
-		}
-		g->order[j] = (uint8_t)k;
-		rtt[j] = t;
-		g->n_order++;
-	}
+	g->n_order = holders_by_rtt(r, &g->set, g->order);
 	/* all of them within the request timeout */
 	g->attempt_ms = g->n_order > 1 ? r->timeout_ms / g->n_order : r->timeout_ms;
 	if (g->attempt_ms < 20)
@@ -830,7 +841,8 @@ struct rrepair {
 	bool pers;
 	struct replica_set set;
 	unsigned from;            /* the dead holder whose copy is made again */
-	uint64_t asked;           /* live holders asked for the bytes */
+	uint8_t order[REPLICA_MAX]; /* live holders to ask for the bytes, nearest first */
+	unsigned n_order, next;
 	uint64_t tried;           /* targets that failed */
 	unsigned tries;
 	uint32_t to;
@@ -944,42 +956,23 @@ static void repair_got(void *arg, int result, const Ramster__Peer__Msg *reply,
 	repair_put(p);
 }
 
-/* Ask a live holder (nearest first) that was not asked yet for the bytes. */
+/* Ask the next live holder (nearest first) for the bytes. */
 static void repair_fetch(struct rrepair *p)
 {
 	struct remote *r = p->r;
 	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
 	Ramster__Peer__Page pg;
 
-	for (;;) {
-		unsigned k, best = REPLICA_MAX;
-		double best_rtt = 0;
+	while (p->next < p->n_order) {
+		uint32_t node = p->set.node[p->order[p->next++]];
 
-		for (k = 0; k < p->set.n; k++) {
-			unsigned node = p->set.node[k];
-			double t;
-
-			if ((p->asked & (1ull << (node - 1))) ||
-			    !cluster_alive(r->cl, node, p->set.epoch[k]))
-				continue;
-			t = cluster_rtt_us(r->cl, node);
-			if (best == REPLICA_MAX || t < best_rtt) {
-				best = k;
-				best_rtt = t;
-			}
-		}
-		if (best == REPLICA_MAX) {
-			repair_end(p, false);
-			return;
-		}
-		p->asked |= 1ull << (p->set.node[best] - 1);
 		page_from_handle(&pg, &p->h, p->pers ? PAGE_PERSISTENT : 0, 0);
 		m.op = RAMSTER__PEER__OP__P_GET;
 		m.page = &pg;
-		if (cluster_request(r->cl, p->set.node[best], &m, NULL, 0, r->timeout_ms, repair_got,
-				    p) == 0)
+		if (cluster_request(r->cl, node, &m, NULL, 0, r->timeout_ms, repair_got, p) == 0)
 			return;
 	}
+	repair_end(p, false);
 }
 
 /* A record the walk met; start mending it if it is degraded and not in hand already. */
@@ -1033,6 +1026,7 @@ static void repair_visit(void *arg, uint64_t id, const struct tmem_handle *h, bo
 		return;
 	*p = (struct rrepair){ .r = r, .slot = slot, .id = id, .h = *h, .pers = pers, .set = *s,
 			       .from = from };
+	p->n_order = holders_by_rtt(r, s, p->order);
 	r->repair_busy[slot] = id;
 	r->repair_inflight++;
 	r->repair_tokens -= 1;
