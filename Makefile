@@ -156,7 +156,7 @@ endif
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -g" \
 	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	  RAMSTER_SLOW=$${RAMSTER_SLOW:-0} RAMSTER_DRILL_LATENCY=report CHECK_VM=0 check
+	  RAMSTER_SLOW=$${RAMSTER_SLOW:-0} CHECK_VM=0 check
 
 # ---- fuzzing (clang libFuzzer) ----------------------------------------------
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
