@@ -54,22 +54,16 @@ struct client {
 	const Ramster__Request *req; /* the held request (in the arena) */
 	size_t payload_off;       /* its payload, at in + payload_off */
 	uint32_t pool;            /* the node's pool id it names */
-	bool pers;
 	unsigned pending;         /* remote gets outstanding */
 	int ping_result;          /* PING through a peer: its outcome */
 	ev_tstamp partial_since;  /* a frame has been arriving since then (0: none) */
 	size_t next_item;         /* PUT: the item to try next */
-	ev_tstamp wait_start;     /* PUT: when it began to wait for room */
-	void *room;               /* PUT: the wait token */
+	struct store_req put;     /* PUT: the store's state of its puts (room waits) */
 	struct client_slot {
 		struct client *c;
 		unsigned i;
 	} slots[WIRE_BATCH_MAX];
 };
-
-/* A persistent put that finds the tier full waits at most this long for remotify. */
-#define CLIENT_ROOM_WAIT 0.5
-#define CLIENT_ROOM_STEP_MS 20
 
 struct client_listener {
 	ev_io io;	/* first */
@@ -121,9 +115,7 @@ static void client_close(struct client *c, const char *why)
 	struct client_listener *l = c->l;
 	struct node_stats *st = l->env->stats;
 
-	if (c->room)
-		remote_wait_cancel(l->env->remote, c->room);
-	c->room = NULL;
+	store_req_cancel(&c->put);
 	ev_io_stop(l->env->loop, &c->io);
 	close(c->fd);
 	pools_client_free(c->pools);
@@ -327,6 +319,8 @@ static int client_do_stats(struct client *c, Ramster__Response *rsp)
 	int rc;
 
 	stats_foreach(env->stats, env->pools, env->zcache, client_stat_add, &sl);
+	if (env->store)
+		store_foreach_stat(env->store, client_stat_add, &sl);
 	if (env->remote)
 		remote_foreach_stat(env->remote, client_stat_add, &sl);
 	if (env->nbd)
@@ -619,10 +613,7 @@ static int client_do_get(struct client *c, const Ramster__Request *req, Ramster_
 			 uint32_t pool)
 {
 	const struct client_env *env = c->l->env;
-	struct tmem *t = zcache_tmem(env->zcache);
-	struct tmem_pool_info info = {0};
 	size_t i, n = req->n_items;
-	bool destructive;
 
 	if (n > c->scratch_pages) {
 		uint8_t *s = realloc(c->scratch, n * WIRE_PAGE_SIZE);
@@ -634,27 +625,19 @@ static int client_do_get(struct client *c, const Ramster__Request *req, Ramster_
 		c->scratch = s;
 		c->scratch_pages = n;
 	}
-	tmem_pool_info(t, pool, &info);
-	destructive = !(info.flags & (TMEM_PERSISTENT | TMEM_SHARED));
 	c->pending = 1; /* held while the gets start: a callback may run at once */
 	c->req = req;
 	for (i = 0; i < n; i++) {
 		struct tmem_oid oid = client_oid(req->items[i]);
-		uint8_t *page = c->scratch + i * WIRE_PAGE_SIZE;
-		uint64_t pampd;
-		int rc = tmem_get_ex(t, pool, &oid, req->items[i]->index, page, &pampd);
+		int rc;
 
-		if (rc == -EREMOTE && env->remote) {
-			struct tmem_handle h = {pool, oid, req->items[i]->index};
-
-			c->slots[i] = (struct client_slot){c, (unsigned)i};
-			c->pending++;
-			remote_get(env->remote, &h, info.flags & TMEM_PERSISTENT, destructive, pampd,
-				   page, client_get_done, &c->slots[i]);
+		c->slots[i] = (struct client_slot){c, (unsigned)i};
+		c->pending++;
+		rc = store_get(env->store, pool, &oid, req->items[i]->index,
+			       c->scratch + i * WIRE_PAGE_SIZE, client_get_done, &c->slots[i]);
+		if (rc == STORE_PENDING)
 			continue;
-		}
-		if (rc == -EREMOTE) /* no collective any more: the page is lost */
-			rc = (info.flags & TMEM_PERSISTENT) ? -EIO : -ENOENT;
+		c->pending--;
 		c->results[i] = rc;
 	}
 	if (--c->pending) {
@@ -666,7 +649,7 @@ static int client_do_get(struct client *c, const Ramster__Request *req, Ramster_
 	return client_reply(c, rsp, c->scratch, client_pack_hits(c, n));
 }
 
-static void client_put_room(void *arg);
+static void client_put_room(void *arg, int result);
 
 static void client_ping_done(void *arg, int result)
 {
@@ -769,33 +752,25 @@ static int client_do_ping(struct client *c, const Ramster__Request *req, size_t 
 static int client_put_run(struct client *c)
 {
 	const struct client_env *env = c->l->env;
-	struct tmem *t = zcache_tmem(env->zcache);
 	const Ramster__Request *req = c->req;
 	Ramster__Response rsp = RAMSTER__RESPONSE__INIT;
 	size_t i;
 
 	for (i = c->next_item; i < req->n_items; i++) {
 		struct tmem_oid oid = client_oid(req->items[i]);
-		int rc = tmem_put(t, c->pool, &oid, req->items[i]->index,
-				  c->in + c->payload_off + i * WIRE_PAGE_SIZE);
+		bool waited = c->put.wait_start;
+		int rc = store_put(env->store, &c->put, c->pool, &oid, req->items[i]->index,
+				   c->in + c->payload_off + i * WIRE_PAGE_SIZE);
 
-		if (rc == -ENOSPC && c->pers && env->remote) {
-			ev_tstamp now = ev_now(env->loop);
-
-			if (!c->wait_start) {
-				c->wait_start = now;
+		if (rc == STORE_PENDING) {
+			if (!waited)
 				env->stats->put_room_waits++;
-			}
-			if (now - c->wait_start < CLIENT_ROOM_WAIT) {
-				c->next_item = i;
-				c->room = remote_wait_room(env->remote, CLIENT_ROOM_STEP_MS,
-							   client_put_room, c);
-				return 1;
-			}
-			env->stats->put_room_refused++;
+			c->next_item = i;
+			return 1;
 		}
+		if (rc == -ENOSPC && c->put.waited_out)
+			env->stats->put_room_refused++;
 		c->results[i] = rc;
-		c->wait_start = 0;
 	}
 	rsp.seq = req->seq;
 	rsp.results = c->results;
@@ -803,11 +778,12 @@ static int client_put_run(struct client *c)
 	return client_reply(c, &rsp, NULL, 0);
 }
 
-static void client_put_room(void *arg)
+static void client_put_room(void *arg, int result)
 {
 	struct client *c = arg;
-
-	c->room = NULL;
+	if (result == -ENOSPC && c->put.waited_out)
+		c->l->env->stats->put_room_refused++;
+	c->results[c->next_item++] = result;
 	if (client_put_run(c))
 		return; /* waiting again, or closed */
 	client_resume(c);
@@ -820,7 +796,6 @@ static void client_put_room(void *arg)
 static int client_dispatch(struct client *c, const Ramster__Request *req, size_t payload_off)
 {
 	const struct client_env *env = c->l->env;
-	struct tmem *t = zcache_tmem(env->zcache);
 	Ramster__Response rsp = RAMSTER__RESPONSE__INIT;
 	struct tmem_oid oid;
 	unsigned flags;
@@ -840,24 +815,19 @@ static int client_dispatch(struct client *c, const Ramster__Request *req, size_t
 	case RAMSTER__OP__OP_POOL_DESTROY:
 		rsp.result = pools_release(c->pools, req->pool);
 		break;
-	case RAMSTER__OP__OP_PUT: {
-		struct tmem_pool_info info = {0};
-
+	case RAMSTER__OP__OP_PUT:
 		rsp.result = pools_resolve(c->pools, req->pool, &pool);
 		if (rsp.result)
 			break; /* the batch fails whole: no per-item results */
-		tmem_pool_info(t, pool, &info);
 		c->req = req;
 		c->pool = pool;
-		c->pers = info.flags & TMEM_PERSISTENT;
 		c->payload_off = payload_off;
 		c->next_item = 0;
-		c->wait_start = 0;
+		store_req_begin(&c->put, client_put_room, c);
 		rc = client_put_run(c);
 		if (rc == 1)
 			env->stats->remote_waits++;
 		return rc;
-	}
 	case RAMSTER__OP__OP_GET:
 		rsp.result = pools_resolve(c->pools, req->pool, &pool);
 		if (rsp.result)
@@ -873,9 +843,9 @@ static int client_dispatch(struct client *c, const Ramster__Request *req, size_t
 		if (!rc) {
 			oid = client_oid(req->items[0]);
 			if (req->op == RAMSTER__OP__OP_FLUSH)
-				rc = tmem_flush_page(t, pool, &oid, req->items[0]->index);
+				rc = store_flush_page(env->store, pool, &oid, req->items[0]->index);
 			else
-				rc = tmem_flush_object(t, pool, &oid);
+				rc = store_flush_object(env->store, pool, &oid);
 		}
 		rsp.result = rc;
 		break;

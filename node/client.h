@@ -17,12 +17,14 @@
 #include "node/pools.h"
 #include "node/remote.h"
 #include "node/stats.h"
+#include "node/store.h"
 #include "tmem/zcache.h"
 
 /* What the connections work with and report; owned by the caller, outlives the listener. */
 struct client_env {
 	struct ev_loop *loop;
-	struct zcache *zcache;
+	struct zcache *zcache;   /* for the tier's counters and listings */
+	struct store *store;     /* every page goes through it */
 	struct pools *pools;
 	struct node_stats *stats;
 	const char *version;

@@ -29,6 +29,7 @@
 #include "node/pools.h"
 #include "node/spin.h"
 #include "node/stats.h"
+#include "node/store.h"
 #include "tmem/zcache.h"
 
 #ifndef RAMSTER_VERSION
@@ -164,6 +165,7 @@ struct main_node {
 	struct zcache *zcache;
 	struct pools *pools;
 	struct remote *remote; /* the collective, or NULL */
+	struct store *store;   /* the frontends' storage API over both */
 	struct client_listener *listener;
 	struct nbd *nbd; /* the NBD frontend, or NULL without exports */
 	struct spin *spin; /* the loop's busy polling */
@@ -307,9 +309,15 @@ int main(int argc, char **argv)
 			   self->name, self->id, cfg.cluster_name, cfg.n_nodes, self->host,
 			   self->port, (unsigned long long)self->donate_mb);
 	}
+	n.store = store_create(n.loop, n.zcache, n.remote);
+	if (!n.store) {
+		log_error("cannot create the store: out of memory");
+		goto destroy_remote;
+	}
 	n.env = (struct client_env){
 	    .loop = n.loop,
 	    .zcache = n.zcache,
+	    .store = n.store,
 	    .pools = n.pools,
 	    .stats = &n.stats,
 	    .version = RAMSTER_VERSION,
@@ -321,10 +329,10 @@ int main(int argc, char **argv)
 	};
 	if (client_listen(&n.env, &n.listener, err, sizeof(err))) {
 		log_error("%s", err);
-		goto destroy_remote;
+		goto destroy_store;
 	}
 	if (cfg.n_exports) {
-		n.nbd = nbd_create(n.loop, n.zcache, n.remote, &cfg, self, err, sizeof(err));
+		n.nbd = nbd_create(n.loop, n.store, &cfg, self, err, sizeof(err));
 		if (!n.nbd) {
 			log_error("cannot start the NBD frontend: %s", err);
 			goto close_listener;
@@ -377,6 +385,8 @@ stop_signals:
 	nbd_destroy(n.nbd);
 close_listener:
 	client_listener_close(n.listener);
+destroy_store:
+	store_destroy(n.store);
 destroy_remote:
 	remote_destroy(n.remote);
 destroy_pools:

@@ -117,8 +117,6 @@
 #define NBD_IN_MIN	  (256u * 1024) /* input buffer to start with */
 #define NBD_OUT_HIGH	  (4u * 1024 * 1024) /* stop running requests above this unsent */
 #define NBD_FLUSH_BATCH	  256u          /* pages a FLUSH fetches at a time */
-#define NBD_ROOM_WAIT	  0.5           /* s a write waits for remotify to make room */
-#define NBD_ROOM_STEP_MS  20
 #define NBD_ACCEPT_BURST  64
 
 /* ---- structures ---------------------------------------------------------------- */
@@ -184,9 +182,7 @@ struct nbd_listener {
 
 struct nbd {
 	struct ev_loop *loop;
-	struct zcache *z;
-	struct tmem *t;
-	struct remote *remote;
+	struct store *store;
 	struct nbd_listener lunix, ltcp;
 	size_t n_exports;
 	struct nbd_export *exports;
@@ -237,9 +233,7 @@ struct nbd_conn {
 	uint64_t cursor;                 /* WRITE: the next block to store; FLUSH: to look at */
 	size_t reply_at;                 /* READ: its reply at out + reply_at (building) */
 	bool building;
-	void *room;                      /* remote_wait_room token */
-	ev_tstamp wait_start;
-	bool waited_out;                 /* this request waited for room already, in vain */
+	struct store_req put;            /* WRITE: the store's state of its puts (room waits) */
 	uint8_t edge[2][NBD_PAGE];       /* head and tail pages of a partial write or read */
 	struct nbd_slot *slots;
 	size_t n_slots, slots_cap;
@@ -388,9 +382,7 @@ static void nbd_close(struct nbd_conn *c, const char *why)
 	struct nbd *n = c->srv;
 	struct nbd_export *e = c->exp;
 
-	if (c->room)
-		remote_wait_cancel(n->remote, c->room);
-	c->room = NULL;
+	store_req_cancel(&c->put);
 	if (e && c->flush_queued) {
 		struct nbd_conn **pp = &e->flush_q;
 
@@ -732,29 +724,26 @@ static int nbd_fetch(struct nbd_conn *c, uint64_t b, uint8_t *page, struct nbd_s
 	struct nbd_export *e = c->exp;
 	struct nbd *n = c->srv;
 	struct tmem_oid oid;
-	uint64_t pampd = 0;
 	int rc;
 
 	if (!bit_test(e->present, b))
 		return nbd_fetch_cold(e, b, page);
 	oid = nbd_oid(e, b);
-	rc = tmem_get_ex(n->t, e->pool, &oid, nbd_index(b), page, &pampd);
+	s->c = c;
+	s->block = b;
+	s->page = page;
+	s->result = 0;
+	c->pending++;
+	rc = store_get(n->store, e->pool, &oid, nbd_index(b), page, nbd_slot_done, s);
+	if (rc == STORE_PENDING) {
+		n->st.remote_gets++;
+		return 1;
+	}
+	c->pending--;
 	if (!rc)
 		return 0;
 	if (rc == -ENOENT)
 		return nbd_fetch_cold(e, b, page);
-	if (rc == -EREMOTE && n->remote) {
-		struct tmem_handle h = {e->pool, oid, nbd_index(b)};
-
-		s->c = c;
-		s->block = b;
-		s->page = page;
-		s->result = 0;
-		c->pending++;
-		n->st.remote_gets++;
-		remote_get(n->remote, &h, true, false, pampd, page, nbd_slot_done, s);
-		return 1;
-	}
 	return -EIO;
 }
 
@@ -796,19 +785,14 @@ static int nbd_slots_reserve(struct nbd_conn *c, size_t pages)
 }
 
 /*
- * Store page as block b. A refused page goes to the backing file, or fails.
- * With a collective, a tier that is full waits for room first.
- * @return 0 stored, 1 waiting (c->room), or -errno.
+ * The tier's answer rc to the put of page as block b: a refused page goes to
+ * the backing file, or fails. @return 0 stored, or -errno.
  */
-static void nbd_room_cb(void *arg);
-
-static int nbd_store(struct nbd_conn *c, uint64_t b, const uint8_t *page)
+static int nbd_stored(struct nbd_conn *c, uint64_t b, const uint8_t *page, int rc)
 {
 	struct nbd_export *e = c->exp;
 	struct nbd *n = c->srv;
-	struct tmem_oid oid = nbd_oid(e, b);
 	ssize_t k;
-	int rc = tmem_put(n->t, e->pool, &oid, nbd_index(b), page);
 
 	if (!rc) {
 		bit_set(e->present, b);
@@ -818,20 +802,8 @@ static int nbd_store(struct nbd_conn *c, uint64_t b, const uint8_t *page)
 		return 0;
 	}
 	bit_clear(e->present, b); /* a refused duplicate put flushed the old page */
-	if (rc == -ENOSPC && n->remote && !c->waited_out) {
-		ev_tstamp now = ev_now(n->loop);
-
-		if (!c->wait_start) {
-			c->wait_start = now;
-			n->st.room_waits++;
-		}
-		if (now - c->wait_start < NBD_ROOM_WAIT) {
-			c->room = remote_wait_room(n->remote, NBD_ROOM_STEP_MS, nbd_room_cb, c);
-			return 1;
-		}
-		c->waited_out = true; /* the rest of this request does not wait again */
+	if (rc == -ENOSPC && c->put.waited_out)
 		n->st.room_refused++;
-	}
 	n->st.put_refused++;
 	if (e->fd < 0) {
 		n->st.refused_lost++;
@@ -853,6 +825,26 @@ static int nbd_store(struct nbd_conn *c, uint64_t b, const uint8_t *page)
 	return 0;
 }
 
+/*
+ * Store page as block b through the store, which may wait for room (the
+ * store's room-wait policy). @return 0 stored, 1 waiting (nbd_room_cb brings
+ * the answer), or -errno.
+ */
+static int nbd_store(struct nbd_conn *c, uint64_t b, const uint8_t *page)
+{
+	struct nbd_export *e = c->exp;
+	struct tmem_oid oid = nbd_oid(e, b);
+	bool waiting = c->put.wait_start;
+	int rc = store_put(c->srv->store, &c->put, e->pool, &oid, nbd_index(b), page);
+
+	if (rc == STORE_PENDING) {
+		if (!waiting)
+			c->srv->st.room_waits++;
+		return 1;
+	}
+	return nbd_stored(c, b, page, rc);
+}
+
 /* Drop block b: it reads as zeros from now on. */
 static void nbd_discard(struct nbd_export *e, uint64_t b)
 {
@@ -860,7 +852,7 @@ static void nbd_discard(struct nbd_export *e, uint64_t b)
 
 	if (bit_test(e->present, b)) {
 		oid = nbd_oid(e, b);
-		(void)tmem_flush_page(e->srv->t, e->pool, &oid, nbd_index(b));
+		(void)store_flush_page(e->srv->store, e->pool, &oid, nbd_index(b));
 		bit_clear(e->present, b);
 	}
 	nbd_backing_drop(e, b);
@@ -1087,7 +1079,6 @@ static int nbd_write_run(struct nbd_conn *c)
 		}
 		if (rc && !c->err)
 			c->err = rc;
-		c->wait_start = 0;
 	}
 	if (discard && e->fd >= 0 && fb < end)
 		nbd_discard_backing(e, fb, end - 1);
@@ -1098,11 +1089,16 @@ static int nbd_write_run(struct nbd_conn *c)
 	return nbd_reply(c, r->cookie, c->err);
 }
 
-static void nbd_room_cb(void *arg)
+static void nbd_room_cb(void *arg, int result)
 {
 	struct nbd_conn *c = arg;
+	const struct nbd_req *r = &c->req;
+	uint64_t first = r->offset / NBD_PAGE;
+	int rc = nbd_stored(c, c->cursor, nbd_write_page(c, c->cursor, first), result);
 
-	c->room = NULL;
+	if (rc && !c->err)
+		c->err = rc;
+	c->cursor++;
 	if (nbd_write_run(c) == 0) {
 		c->busy = false;
 		nbd_process(c);
@@ -1142,8 +1138,7 @@ static int nbd_do_write(struct nbd_conn *c)
 	int rc;
 
 	c->err = 0;
-	c->wait_start = 0;
-	c->waited_out = false;
+	store_req_begin(&c->put, nbd_room_cb, c);
 	if (nbd_slots_reserve(c, 2))
 		return nbd_reply(c, r->cookie, -ENOMEM);
 	c->pending = 1;
@@ -1743,7 +1738,7 @@ static int nbd_export_init(struct nbd *n, struct nbd_export *e, unsigned number,
 	snprintf(e->backing, sizeof(e->backing), "%s", ce->backing);
 	e->size = ce->size;
 	e->blocks = ce->size / NBD_PAGE;
-	pool = tmem_pool_new(n->t, TMEM_PERSISTENT);
+	pool = store_pool_new(n->store, TMEM_PERSISTENT);
 	if (pool < 0) {
 		snprintf(err, errlen, "export %s: cannot create its pool: %s", e->name,
 			 strerror(-pool));
@@ -1764,7 +1759,7 @@ static int nbd_export_init(struct nbd *n, struct nbd_export *e, unsigned number,
 static void nbd_export_fini(struct nbd *n, struct nbd_export *e)
 {
 	if (e->has_pool)
-		(void)tmem_pool_destroy(n->t, e->pool);
+		(void)store_pool_destroy(n->store, e->pool);
 	if (e->fd >= 0)
 		close(e->fd);
 	free(e->present);
@@ -1774,7 +1769,7 @@ static void nbd_export_fini(struct nbd *n, struct nbd_export *e)
 
 /* ---- the server ---------------------------------------------------------------- */
 
-struct nbd *nbd_create(struct ev_loop *loop, struct zcache *z, struct remote *remote,
+struct nbd *nbd_create(struct ev_loop *loop, struct store *store,
 		       const struct config *cfg, const struct config_node *self, char *err,
 		       size_t errlen)
 {
@@ -1787,9 +1782,7 @@ struct nbd *nbd_create(struct ev_loop *loop, struct zcache *z, struct remote *re
 		return NULL;
 	}
 	n->loop = loop;
-	n->z = z;
-	n->t = zcache_tmem(z);
-	n->remote = remote;
+	n->store = store;
 	n->lunix.fd = n->ltcp.fd = -1;
 	n->exports = calloc(cfg->n_exports ? cfg->n_exports : 1, sizeof(*n->exports));
 	if (!n->exports) {
@@ -1841,25 +1834,18 @@ size_t nbd_export_count(const struct nbd *n)
 	return n ? n->n_exports : 0;
 }
 
-static int nbd_count_remote(void *arg, struct tmem_ref ref, bool pers, uint64_t *pampd)
-{
-	if (*pampd && zcache_pampd_is_remote(*pampd))
-		++*(uint64_t *)arg;
-	return 0;
-}
-
 void nbd_export_info(struct nbd *n, size_t i, struct nbd_export_info *info)
 {
 	struct nbd_export *e = &n->exports[i];
 	struct tmem_pool_info ti = {0};
 	uint64_t b, remote = 0;
 
-	(void)tmem_pool_info(n->t, e->pool, &ti);
+	(void)store_pool_info(n->store, e->pool, &ti);
 	for (b = bit_next(e->present, 0, e->blocks); b < e->blocks;
 	     b = bit_next(e->present, b + 1, e->blocks)) {
 		struct tmem_handle h = {e->pool, nbd_oid(e, b), nbd_index(b)};
 
-		(void)tmem_update(n->t, &h, nbd_count_remote, &remote);
+		remote += store_is_remote(n->store, &h);
 	}
 	memset(info, 0, sizeof(*info));
 	info->name = e->name;

@@ -16,8 +16,7 @@
 #include <stdint.h>
 
 #include "node/config.h"
-#include "node/remote.h"
-#include "tmem/zcache.h"
+#include "node/store.h"
 
 struct ev_loop;
 struct nbd;
@@ -28,10 +27,10 @@ struct nbd;
  * Create the exports of cfg (a pool each; backing files opened or created
  * and sized) and listen on self's nbd_socket (default NBD_DEFAULT_SOCKET,
  * parent directory created) and, when set, nbd_listen (HOST:PORT). self may
- * be NULL (defaults); remote may be NULL (a single node).
+ * be NULL (defaults). Every page goes through store.
  * @return the server, or NULL with err set to a one-line reason.
  */
-struct nbd *nbd_create(struct ev_loop *loop, struct zcache *z, struct remote *remote,
+struct nbd *nbd_create(struct ev_loop *loop, struct store *store,
 		       const struct config *cfg, const struct config_node *self, char *err,
 		       size_t errlen);
 
