@@ -8,7 +8,7 @@
  * silent for dead_after_ms is dead. Each node keeps, per peer, an epoch: it
  * grows each time the node declares that peer dead or sees it restarted (new
  * incarnation); pages held under an older epoch are gone. Runs on the loop's
- * thread only.
+ * thread only, except cluster_alive (any thread).
  */
 #ifndef RAMSTER_CLUSTER_H
 #define RAMSTER_CLUSTER_H
@@ -87,7 +87,8 @@ int cluster_reply(struct cluster *c, uint32_t node, uint64_t seq, int result,
 /*
  * Is our session with node still in epoch (mod 256): the peer up, or its
  * link lost but the peer not (yet) declared dead? Pages it holds for us in
- * that epoch can still be had (a request waits for the link).
+ * that epoch can still be had (a request waits for the link). Any thread:
+ * lock-free (the loop publishes each change).
  */
 bool cluster_alive(struct cluster *c, uint32_t node, unsigned epoch);
 

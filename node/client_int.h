@@ -1,0 +1,99 @@
+/*
+ * client_int.h - private to the files of the client socket (client.h):
+ *
+ *   client.c           connections: buffers, frames, the data requests (pools,
+ *                      put, get, flush) through the store, replies in order;
+ *   admin.c            the admin requests: stats, status, pools, exports,
+ *                      peers, ping, drain;
+ *   client_listener.c  the listening socket, accepting, the frame sweep.
+ *
+ * Loop only: all of it runs on the event loop's thread.
+ */
+#ifndef RAMSTER_NODE_CLIENT_INT_H
+#define RAMSTER_NODE_CLIENT_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <ev.h>
+
+#include "node/client.h"
+#include "proto/wire.h"
+
+#define CLIENT_IN_MIN	    (64u * 1024)  /* input buffer to start with */
+#define CLIENT_ARENA_SIZE   (256u * 1024) /* decode arena of a connection */
+#define CLIENT_ACCEPT_BURST 64		  /* accepts a wake-up */
+#define CLIENT_ACCEPT_PAUSE 0.1		  /* s without accepting after EMFILE and the like */
+#define CLIENT_WARN_EVERY   10.0	  /* s between repeated accept warnings */
+#define CLIENT_SEND_FLAGS   (MSG_NOSIGNAL | MSG_DONTWAIT)
+
+struct client {
+	ev_io io; /* first: the watcher's address is the client's */
+	struct client_listener *l;
+	struct client *next, *prev;
+	uint64_t id;
+	int fd;
+	struct pools_client *pools;
+	uint8_t *in; /* received bytes: in[0..in_len) */
+	size_t in_len, in_cap;
+	uint8_t *out; /* unsent reply bytes: out[out_off..out_len) */
+	size_t out_off, out_len, out_cap;
+	uint8_t *scratch; /* GET hits, scratch_pages pages */
+	size_t scratch_pages;
+	struct wire_arena arena;
+	bool gone; /* the peer stopped reading: replies are dropped, frames only checked */
+	int32_t results[WIRE_BATCH_MAX];
+
+	/* A request waiting on the collective: its frame stays at in[0..held),
+	 * and no other frame runs until it is answered (replies stay in order). */
+	bool busy;
+	bool closed;              /* closed while remote gets were out: freed at the last */
+	size_t held;
+	const Ramster__Request *req; /* the held request (in the arena) */
+	size_t payload_off;       /* its payload, at in + payload_off */
+	uint32_t pool;            /* the node's pool id it names */
+	unsigned pending;         /* remote gets outstanding */
+	int ping_result;          /* PING through a peer: its outcome */
+	ev_tstamp partial_since;  /* a frame has been arriving since then (0: none) */
+	size_t next_item;         /* PUT: the item to try next */
+	struct store_req put;     /* PUT: the store's state of its puts (room waits) */
+	struct client_slot {
+		struct client *c;
+		unsigned i;
+	} slots[WIRE_BATCH_MAX];
+};
+
+struct client_listener {
+	ev_io io;	/* first */
+	ev_timer retry; /* resumes accepting after a pause */
+	ev_timer sweep; /* closes connections whose frame never finishes */
+	ev_tstamp frame_timeout; /* s; $RAMSTER_FRAME_TIMEOUT_MS, default 30 s */
+	const struct client_env *env;
+	int fd;
+	dev_t dev; /* the socket file we made, to unlink only ours */
+	ino_t ino;
+	uint64_t next_id;
+	struct client *clients;
+	ev_tstamp last_warn;
+};
+
+/* client.c */
+void client_free(struct client *c);
+void client_close(struct client *c, const char *why);
+int client_reply(struct client *c, Ramster__Response *rsp, const uint8_t *pages, size_t len);
+void client_resume(struct client *c);
+void client_sweep_cb(struct ev_loop *loop, ev_timer *w, int revents);
+void client_new(struct client_listener *l, int fd);
+
+/* admin.c: each answers (0), waits (1), or closed c (-1) */
+int admin_stats(struct client *c, Ramster__Response *rsp);
+int admin_peers(struct client *c, Ramster__Response *rsp);
+int admin_status(struct client *c, Ramster__Response *rsp);
+int admin_pools(struct client *c, Ramster__Response *rsp);
+int admin_exports(struct client *c, Ramster__Response *rsp);
+int admin_drain(struct client *c, const Ramster__Request *req);
+int admin_ping(struct client *c, const Ramster__Request *req, size_t payload_off);
+
+#endif /* RAMSTER_NODE_CLIENT_INT_H */

@@ -1,0 +1,521 @@
+/*
+ * nbd_export.c - an export: a persistent pool of the store, block N (4096
+ * bytes) at page N & 0xfffff of object {export number, N >> 20, 0}; its
+ * bitmaps, its backing file, and FLUSH.
+ *
+ * Backing invariants, per block: in_backing set = the file alone holds the
+ * data (tmem has none); dirty set = tmem holds data the file may not. A
+ * FLUSH clears dirty bits as it fetches, and writes a fetched page only if
+ * neither bit was set again meanwhile (a newer write wins); one FLUSH runs
+ * on an export at a time.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "node/log.h"
+#include "node/nbd_int.h"
+
+/* ---- pages --------------------------------------------------------------------- */
+
+
+/* The page of block b from the backing file, or zeros. @return 0 or -EIO. */
+static int nbd_fetch_cold(struct nbd_export *e, uint64_t b, uint8_t *page)
+{
+	ssize_t k;
+
+	if (!e->in_backing || !bit_test(e->in_backing, b)) {
+		memset(page, 0, NBD_PAGE);
+		return 0;
+	}
+	e->srv->st.backing_reads++;
+	do
+		k = pread(e->fd, page, NBD_PAGE, (off_t)(b * NBD_PAGE));
+	while (k < 0 && errno == EINTR);
+	if (k < 0) {
+		e->srv->st.backing_errors++;
+		return -EIO;
+	}
+	if (k < (ssize_t)NBD_PAGE) /* past the end of a file cut short: zeros */
+		memset(page + k, 0, NBD_PAGE - (size_t)k);
+	return 0;
+}
+
+static void nbd_slot_done(void *arg, int result)
+{
+	struct nbd_slot *s = arg;
+	struct nbd_conn *c = s->c;
+
+	s->result = result;
+	if (--c->pending)
+		return;
+	if (c->closed) {
+		nbd_conn_free(c);
+		return;
+	}
+	if (!c->busy)
+		return; /* still starting: the starter goes on */
+	if (c->cont(c) == 0) {
+		c->busy = false;
+		nbd_process(c);
+	}
+}
+
+/*
+ * Fetch block b into page: from tmem, else the backing file, else zeros. A
+ * remote page starts a remote get on slot s (c->pending counts it).
+ * @return 0 filled, 1 started, or -EIO.
+ */
+int nbd_fetch(struct nbd_conn *c, uint64_t b, uint8_t *page, struct nbd_slot *s)
+{
+	struct nbd_export *e = c->exp;
+	struct nbd *n = c->srv;
+	struct tmem_oid oid;
+	int rc;
+
+	if (!bit_test(e->present, b))
+		return nbd_fetch_cold(e, b, page);
+	oid = nbd_oid(e, b);
+	s->c = c;
+	s->block = b;
+	s->page = page;
+	s->result = 0;
+	c->pending++;
+	rc = store_get(n->store, e->pool, &oid, nbd_index(b), page, nbd_slot_done, s);
+	if (rc == STORE_PENDING) {
+		n->st.remote_gets++;
+		return 1;
+	}
+	c->pending--;
+	if (!rc)
+		return 0;
+	if (rc == -ENOENT)
+		return nbd_fetch_cold(e, b, page);
+	return -EIO;
+}
+
+/* Settle the remote slots: copy partial pages, take the first error. */
+void nbd_slots_settle(struct nbd_conn *c)
+{
+	size_t i;
+
+	for (i = 0; i < c->n_slots; i++) {
+		struct nbd_slot *s = &c->slots[i];
+		int rc = s->result;
+
+		if (rc == -ENOENT) /* gone meanwhile: what a cold block reads */
+			rc = nbd_fetch_cold(c->exp, s->block, s->page);
+		if (rc) {
+			if (!c->err)
+				c->err = -EIO;
+			continue;
+		}
+		if (s->dst)
+			memcpy(s->dst, s->page + s->off, s->len);
+	}
+}
+
+/* Make room for the slots of a request of pages pages. @return 0 or -ENOMEM. */
+int nbd_slots_reserve(struct nbd_conn *c, size_t pages)
+{
+	struct nbd_slot *s;
+
+	c->n_slots = 0;
+	if (pages <= c->slots_cap)
+		return 0;
+	s = realloc(c->slots, pages * sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	c->slots = s;
+	c->slots_cap = pages;
+	return 0;
+}
+
+/*
+ * The tier's answer rc to the put of page as block b: a refused page goes to
+ * the backing file, or fails. @return 0 stored, or -errno.
+ */
+int nbd_stored(struct nbd_conn *c, uint64_t b, const uint8_t *page, int rc)
+{
+	struct nbd_export *e = c->exp;
+	struct nbd *n = c->srv;
+	ssize_t k;
+
+	if (!rc) {
+		bit_set(e->present, b);
+		nbd_backing_drop(e, b);
+		if (e->dirty)
+			bit_set(e->dirty, b);
+		return 0;
+	}
+	bit_clear(e->present, b); /* a refused duplicate put flushed the old page */
+	if (rc == -ENOSPC && c->put.waited_out)
+		n->st.room_refused++;
+	n->st.put_refused++;
+	if (e->fd < 0) {
+		n->st.refused_lost++;
+		return rc == -ENOSPC ? -ENOSPC : -EIO;
+	}
+	do
+		k = pwrite(e->fd, page, NBD_PAGE, (off_t)(b * NBD_PAGE));
+	while (k < 0 && errno == EINTR);
+	if (k != (ssize_t)NBD_PAGE) {
+		n->st.backing_errors++;
+		return -EIO;
+	}
+	n->st.backing_writes++;
+	if (!bit_test(e->in_backing, b)) {
+		bit_set(e->in_backing, b);
+		e->backing_pages++;
+	}
+	bit_clear(e->dirty, b);
+	return 0;
+}
+
+/*
+ * Store page as block b through the store, which may wait for room (the
+ * store's room-wait policy). @return 0 stored, 1 waiting (nbd_room_cb brings
+ * the answer), or -errno.
+ */
+int nbd_store(struct nbd_conn *c, uint64_t b, const uint8_t *page)
+{
+	struct nbd_export *e = c->exp;
+	struct tmem_oid oid = nbd_oid(e, b);
+	bool waiting = c->put.wait_start;
+	int rc = store_put(c->srv->store, &c->put, e->pool, &oid, nbd_index(b), page);
+
+	if (rc == STORE_PENDING) {
+		if (!waiting)
+			c->srv->st.room_waits++;
+		return 1;
+	}
+	return nbd_stored(c, b, page, rc);
+}
+
+/* Drop block b: it reads as zeros from now on. */
+void nbd_discard(struct nbd_export *e, uint64_t b)
+{
+	struct tmem_oid oid;
+
+	if (bit_test(e->present, b)) {
+		oid = nbd_oid(e, b);
+		(void)store_flush_page(e->srv->store, e->pool, &oid, nbd_index(b));
+		bit_clear(e->present, b);
+	}
+	nbd_backing_drop(e, b);
+	if (e->dirty) /* the file still has the old bytes: the next FLUSH zeroes them */
+		bit_set(e->dirty, b);
+}
+
+static int nbd_pwrite_page(struct nbd_export *e, uint64_t b, const uint8_t *page)
+{
+	ssize_t k;
+
+	do
+		k = pwrite(e->fd, page, NBD_PAGE, (off_t)(b * NBD_PAGE));
+	while (k < 0 && errno == EINTR);
+	if (k == (ssize_t)NBD_PAGE)
+		return 0;
+	e->srv->st.backing_errors++;
+	return -EIO;
+}
+
+/*
+ * Whole pages fb..lb were dropped: zero them in the backing file too, with a
+ * hole. Where that fails, or a FLUSH runs (its stale copies must be skipped),
+ * they are marked dirty instead, for the next FLUSH to write zeros.
+ */
+void nbd_discard_backing(struct nbd_export *e, uint64_t fb, uint64_t lb)
+{
+	bool punched = !e->flusher &&
+		       !fallocate(e->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				  (off_t)(fb * NBD_PAGE), (off_t)((lb - fb + 1) * NBD_PAGE));
+	uint64_t b;
+
+	for (b = fb; b <= lb; b++) {
+		if (punched)
+			bit_clear(e->dirty, b);
+		else
+			bit_set(e->dirty, b);
+	}
+}
+
+/* Write behind the pages of this request to the backing file and sync (FUA). */
+int nbd_write_fua(struct nbd_conn *c, uint64_t first, uint64_t last)
+{
+	struct nbd_export *e = c->exp;
+	struct nbd *n = c->srv;
+	bool discard = nbd_discards(&c->req);
+	uint64_t b;
+
+	for (b = first; b <= last; b++) {
+		const uint8_t *page = nbd_write_page(c, b, first);
+
+		if (bit_test(e->in_backing, b))
+			continue; /* refused by the tier: written already */
+		if (discard && page == nbd_zero_page && !bit_test(e->dirty, b))
+			continue; /* punched */
+		if (nbd_pwrite_page(e, b, page))
+			return -EIO;
+		n->st.flush_pages++;
+		if (!e->flusher) /* a running FLUSH needs the bit to skip its stale copy */
+			bit_clear(e->dirty, b);
+	}
+	n->st.syncs++;
+	if (fdatasync(e->fd)) {
+		n->st.backing_errors++;
+		return -EIO;
+	}
+	return 0;
+}
+
+/* Store blocks c->cursor..last. @return 0 answered, 1 waiting, -1 closed. */
+/* ---- FLUSH --------------------------------------------------------------------- */
+
+void nbd_flush_release(struct nbd_export *e)
+{
+	struct nbd_conn *w = e->flush_q;
+
+	e->flusher = NULL;
+	if (!w)
+		return;
+	e->flush_q = w->flush_next;
+	if (!e->flush_q)
+		e->flush_tail = &e->flush_q;
+	w->flush_queued = false;
+	e->flusher = w;
+	w->cursor = 0;
+	w->err = 0;
+	if (nbd_flush_run(w) == 0) {
+		w->busy = false;
+		nbd_process(w);
+	}
+}
+
+/* The batch in c->slots is fetched: write what is still current. */
+static void nbd_flush_write(struct nbd_conn *c)
+{
+	struct nbd_export *e = c->exp;
+	struct nbd *n = c->srv;
+	size_t i;
+	ssize_t k;
+
+	for (i = 0; i < c->n_slots; i++) {
+		struct nbd_slot *s = &c->slots[i];
+		int rc = s->result;
+
+		if (rc == -ENOENT)
+			rc = nbd_fetch_cold(e, s->block, s->page);
+		if (bit_test(e->dirty, s->block) || bit_test(e->in_backing, s->block))
+			continue; /* written again meanwhile: that write is the one to keep */
+		if (!rc) {
+			do
+				k = pwrite(e->fd, s->page, NBD_PAGE, (off_t)(s->block * NBD_PAGE));
+			while (k < 0 && errno == EINTR);
+			if (k == (ssize_t)NBD_PAGE) {
+				n->st.flush_pages++;
+				continue;
+			}
+			n->st.backing_errors++;
+		}
+		bit_set(e->dirty, s->block); /* not written: a later FLUSH tries again */
+		if (!c->err)
+			c->err = -EIO;
+	}
+}
+
+static int nbd_flush_cont(struct nbd_conn *c)
+{
+	nbd_flush_write(c);
+	return nbd_flush_run(c);
+}
+
+/* Fetch and write the dirty blocks from c->next on, sync, answer. */
+int nbd_flush_run(struct nbd_conn *c)
+{
+	struct nbd_export *e = c->exp;
+	struct nbd *n = c->srv;
+	uint64_t b;
+	int rc;
+
+	if (!c->scratch) {
+		c->scratch = malloc((size_t)NBD_FLUSH_BATCH * NBD_PAGE);
+		if (!c->scratch || nbd_slots_reserve(c, NBD_FLUSH_BATCH)) {
+			c->err = -ENOMEM;
+			goto done;
+		}
+	}
+	while (c->cursor < e->blocks) {
+		c->n_slots = 0;
+		c->pending = 1;
+		while (c->n_slots < NBD_FLUSH_BATCH) {
+			struct nbd_slot *s = &c->slots[c->n_slots];
+
+			b = bit_next(e->dirty, c->cursor, e->blocks);
+			c->cursor = b + 1;
+			if (b == e->blocks)
+				break;
+			bit_clear(e->dirty, b);
+			memset(s, 0, sizeof(*s));
+			s->block = b;
+			s->page = c->scratch + c->n_slots * NBD_PAGE;
+			rc = nbd_fetch(c, b, s->page, s);
+			if (rc < 0)
+				s->result = rc;
+			c->n_slots++;
+		}
+		if (--c->pending) {
+			n->st.remote_waits++;
+			c->cont = nbd_flush_cont;
+			return 1;
+		}
+		nbd_flush_write(c);
+	}
+	n->st.syncs++;
+	if (fdatasync(e->fd) && !c->err) {
+		n->st.backing_errors++;
+		c->err = -EIO;
+	}
+done:
+	if (nbd_reply(c, c->req.cookie, c->err))
+		return -1; /* closed: that released the export's FLUSH */
+	nbd_flush_release(e);
+	return 0;
+}
+
+int nbd_do_flush(struct nbd_conn *c)
+{
+	struct nbd_export *e = c->exp;
+
+	if (e->fd < 0) /* RAM only: nothing outlives the daemon anyway */
+		return nbd_reply(c, c->req.cookie, 0);
+	c->err = 0;
+	if (e->flusher) {
+		c->srv->st.flush_waits++;
+		c->flush_next = NULL;
+		*e->flush_tail = c;
+		e->flush_tail = &c->flush_next;
+		c->flush_queued = true;
+		c->cont = NULL; /* resumed by nbd_flush_release */
+		return 1;
+	}
+	e->flusher = c;
+	c->cursor = 0;
+	return nbd_flush_run(c);
+}
+
+/* ---- exports ------------------------------------------------------------------- */
+
+static uint64_t *nbd_bitmap(uint64_t blocks, bool ones)
+{
+	size_t words = (size_t)((blocks + 63) / 64);
+	uint64_t *m = calloc(words ? words : 1, sizeof(*m));
+	size_t i;
+
+	if (m && ones) {
+		for (i = 0; i < words; i++)
+			m[i] = ~0ull;
+		if (blocks % 64)
+			m[words - 1] = (1ull << (blocks % 64)) - 1;
+	}
+	return m;
+}
+
+/* Open the backing file: an existing one holds every block until written again. */
+static int nbd_export_backing(struct nbd_export *e, char *err, size_t errlen)
+{
+	struct stat st;
+	bool existed;
+	int ee;
+
+	e->fd = open(e->backing, O_RDWR | O_CLOEXEC);
+	existed = e->fd >= 0;
+	if (!existed && errno == ENOENT)
+		e->fd = open(e->backing, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (e->fd < 0 || fstat(e->fd, &st)) {
+		ee = errno;
+		snprintf(err, errlen, "export %s: cannot open backing %s: %s", e->name, e->backing,
+			 strerror(ee));
+		return -ee;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "export %s: backing %s is not a regular file", e->name,
+			 e->backing);
+		return -EINVAL;
+	}
+	if ((uint64_t)st.st_size != e->size) {
+		if (existed)
+			log_warn("export %s: backing %s has %llu bytes, resized to %llu", e->name,
+				 e->backing, (unsigned long long)st.st_size,
+				 (unsigned long long)e->size);
+		if (ftruncate(e->fd, (off_t)e->size)) {
+			ee = errno;
+			snprintf(err, errlen, "export %s: cannot size backing %s: %s", e->name,
+				 e->backing, strerror(ee));
+			return -ee;
+		}
+	}
+	e->in_backing = nbd_bitmap(e->blocks, existed);
+	e->dirty = nbd_bitmap(e->blocks, false);
+	if (!e->in_backing || !e->dirty) {
+		snprintf(err, errlen, "export %s: out of memory", e->name);
+		return -ENOMEM;
+	}
+	e->backing_pages = existed ? e->blocks : 0;
+	log_info("export %s: backing %s (%s)", e->name, e->backing,
+		 existed ? "existing: every block reads from it until written" : "created");
+	return 0;
+}
+
+int nbd_export_init(struct nbd *n, struct nbd_export *e, unsigned number,
+			   const struct config_export *ce, char *err, size_t errlen)
+{
+	int pool;
+
+	e->srv = n;
+	e->number = number;
+	e->fd = -1;
+	e->flush_tail = &e->flush_q;
+	snprintf(e->name, sizeof(e->name), "%s", ce->name);
+	snprintf(e->backing, sizeof(e->backing), "%s", ce->backing);
+	e->size = ce->size;
+	e->blocks = ce->size / NBD_PAGE;
+	pool = store_pool_new(n->store, TMEM_PERSISTENT);
+	if (pool < 0) {
+		snprintf(err, errlen, "export %s: cannot create its pool: %s", e->name,
+			 strerror(-pool));
+		return pool;
+	}
+	e->pool = (uint32_t)pool;
+	e->has_pool = true;
+	e->present = nbd_bitmap(e->blocks, false);
+	if (!e->present) {
+		snprintf(err, errlen, "export %s: out of memory", e->name);
+		return -ENOMEM;
+	}
+	if (e->backing[0])
+		return nbd_export_backing(e, err, errlen);
+	return 0;
+}
+
+void nbd_export_fini(struct nbd *n, struct nbd_export *e)
+{
+	if (e->has_pool)
+		(void)store_pool_destroy(n->store, e->pool);
+	if (e->fd >= 0)
+		close(e->fd);
+	free(e->present);
+	free(e->in_backing);
+	free(e->dirty);
+}
+

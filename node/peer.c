@@ -1,0 +1,401 @@
+/*
+ * peer.c - peers: heartbeats, the dead timer, deaths and restarts, a link
+ * going up or lost, dialing and redialing (transport = auto tries rdma, then
+ * tcp), and one-sided reads over a peer's current link.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "node/clock.h"
+#include "node/cluster_int.h"
+#include "node/log.h"
+
+/* ---- peers: heartbeats, life and death ------------------------------------------ */
+
+uint64_t peer_session(const struct cluster_peer *p)
+{
+	return p->incarnation + p->their_epoch;
+}
+
+uint64_t peer_free(const struct cluster_peer *p)
+{
+	return p->donate_free > p->sent_since_hb ? p->donate_free - p->sent_since_hb : 0;
+}
+
+static void peer_send_heartbeat(struct cluster_peer *p)
+{
+	struct cluster *c = p->c;
+	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
+	Ramster__Peer__Heartbeat hb = RAMSTER__PEER__HEARTBEAT__INIT;
+	uint64_t now = clock_now_ns();
+
+	if (c->h.donate)
+		c->h.donate(c->arg, &hb.donate_free, &hb.donate_total);
+	if (c->h.foreign_pages)
+		hb.foreign_pages = c->h.foreign_pages(c->arg, p->node.id);
+	hb.sent_ns = now;
+	/*
+	 * Echo its sent_ns advanced by the time we held it, so that its RTT
+	 * is the network's and not up to a heartbeat period more.
+	 */
+	if (p->echo_sent_ns)
+		hb.echo_ns = p->echo_sent_ns + (now - p->echo_rx_ns);
+	m.op = RAMSTER__PEER__OP__P_HEARTBEAT;
+	m.heartbeat = &hb;
+	if (link_send_msg(p->link, &m))
+		c->st.heartbeats_dropped++;
+	else
+		c->st.heartbeats_sent++;
+}
+
+void peer_on_heartbeat(struct cluster_peer *p, const Ramster__Peer__Heartbeat *hb)
+{
+	uint64_t now = clock_now_ns();
+	double sample;
+
+	p->c->st.heartbeats_received++;
+	p->donate_free = hb->donate_free;
+	p->donate_total = hb->donate_total;
+	p->pages_there = hb->foreign_pages;
+	p->sent_since_hb = 0;
+	p->echo_sent_ns = hb->sent_ns;
+	p->echo_rx_ns = now;
+	if (hb->echo_ns && hb->echo_ns <= now) {
+		sample = (double)(now - hb->echo_ns) / 1000.0;
+		p->rtt_us = p->rtt_us > 0 ? p->rtt_us + (sample - p->rtt_us) / 8 : sample;
+	}
+}
+
+/* Take every pending request off p, then call each back with err. */
+void peer_fail_pending(struct cluster_peer *p, int err)
+{
+	struct cluster *c = p->c;
+	struct cluster_req *r = p->head, *next;
+
+	p->head = p->tail = p->unsent = NULL;
+	p->count = 0;
+	if (p->htab)
+		memset(p->htab, 0, p->hsize * sizeof(*p->htab));
+	/* callbacks may queue new requests: they go into the emptied table */
+	for (; r; r = next) {
+		next = r->next;
+		ev_timer_stop(c->loop, &r->timer);
+		if (err == -EHOSTDOWN)
+			c->st.requests_failed_dead++;
+		else if (err == -ECANCELED)
+			c->st.requests_cancelled++;
+		r->cb(r->arg, err, NULL, NULL, 0);
+		free(r);
+	}
+}
+
+/* Close p's authenticated link without the "lost" bookkeeping. */
+static void peer_drop_link(struct cluster_peer *p, const char *reason)
+{
+	struct cluster_link *l = p->link;
+
+	if (!l)
+		return;
+	p->link = NULL;
+	transport_close(l->conn, reason);
+}
+
+/*
+ * Publish p's liveness and epoch for cluster_alive on any thread: called by
+ * the loop after every change of p->state or p->epoch.
+ */
+void peer_publish(struct cluster_peer *p)
+{
+	bool alive = p->state == PEER_UP || p->state == PEER_DOWN;
+
+	atomic_store_explicit(&p->c->live[p->node.id], (uint32_t)(p->epoch & 255) << 1 | alive,
+			      memory_order_release);
+}
+
+static void peer_declare_dead(struct cluster_peer *p, double silent_s)
+{
+	struct cluster *c = p->c;
+
+	p->state = PEER_DEAD;
+	p->epoch++;
+	peer_publish(p);
+	p->deaths++;
+	c->st.peer_deaths++;
+	ev_timer_stop(c->loop, &p->dead);
+	log_notice("peer %s (%u) dead: silent for %.0f ms", p->node.name, p->node.id,
+		   silent_s * 1000.0);
+	peer_drop_link(p, "peer declared dead");
+	p->donate_free = p->donate_total = p->pages_there = 0;
+	if (c->h.on_peer_down)
+		c->h.on_peer_down(c->arg, p->node.id, "silent");
+	peer_fail_pending(p, -EHOSTDOWN);
+	peer_schedule_redial(p);
+}
+
+void peer_dead_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct cluster_peer *p = cluster_container_of(w, struct cluster_peer, dead);
+	ev_tstamp now = ev_now(loop), due = p->last_rx + p->c->dead_after_ms / 1000.0;
+
+	if (due > now + 1e-4) {
+		/* a frame came since this was armed */
+		w->repeat = due - now;
+		ev_timer_again(loop, w);
+		return;
+	}
+	peer_declare_dead(p, now - p->last_rx);
+}
+
+/*
+ * A new incarnation of p authenticated: the old one is gone with every page
+ * we had there. If we had not declared it dead already, that is a death:
+ * epoch up, on_peer_down("restarted"), pending requests fail.
+ */
+static void peer_restarted(struct cluster_peer *p, uint64_t inc)
+{
+	struct cluster *c = p->c;
+
+	c->st.peer_restarts++;
+	log_notice("peer %s (%u) restarted: incarnation %016" PRIx64 " -> %016" PRIx64,
+		   p->node.name, p->node.id, p->incarnation, inc);
+	p->incarnation = inc;
+	p->donate_free = p->donate_total = p->pages_there = 0;
+	p->rtt_us = 0;
+	p->backoff_ms = CLUSTER_BACKOFF_MIN_MS;
+	peer_drop_link(p, "peer restarted");
+	if (p->state == PEER_DEAD)
+		return;
+	p->state = PEER_DOWN;
+	p->epoch++;
+	peer_publish(p);
+	p->last_rx = ev_now(c->loop); /* the new incarnation spoke */
+	if (c->h.on_peer_down)
+		c->h.on_peer_down(c->arg, p->node.id, "restarted");
+	peer_fail_pending(p, -EHOSTDOWN);
+}
+
+/*
+ * l authenticated. @return 0, or -1 when l was closed (its hello announced
+ * an epoch we have since left: the next link carries the current one).
+ */
+int link_up(struct cluster_link *l)
+{
+	struct cluster *c = l->c;
+	struct cluster_peer *p = l->peer;
+	struct cluster_link *old;
+
+	ev_timer_stop(c->loop, &l->handshake);
+	if (p->incarnation && p->incarnation != l->their_inc)
+		peer_restarted(p, l->their_inc);
+	p->incarnation = l->their_inc;
+	if (l->announced != p->epoch) {
+		c->st.handshake_retries++;
+		log_info("peer %s (%u): our epoch for it moved during the handshake; reconnecting",
+			 p->node.name, p->node.id);
+		transport_close(l->conn, "epoch changed during the handshake");
+		return -1;
+	}
+	if (p->dialing == l)
+		p->dialing = NULL;
+	old = p->link;
+	p->link = l;
+	p->link_gen++;
+	l->state = LINK_UP;
+	if (old) {
+		c->st.links_replaced++;
+		log_info("peer %s (%u): link %s replaced by %s", p->node.name, p->node.id,
+			 old->addr, l->addr);
+		transport_close(old->conn, "replaced by a newer link");
+	}
+	p->their_epoch = l->their_epoch;
+	p->state = PEER_UP;
+	peer_publish(p);
+	p->ups++;
+	p->auto_dials = 0;
+	p->backoff_ms = CLUSTER_BACKOFF_MIN_MS;
+	ev_timer_stop(c->loop, &p->redial);
+	p->last_rx = ev_now(c->loop);
+	p->dead.repeat = c->dead_after_ms / 1000.0;
+	ev_timer_again(c->loop, &p->dead);
+	p->echo_sent_ns = p->echo_rx_ns = 0;
+	log_notice("peer %s (%u) up via %s %s, incarnation %016" PRIx64 ", epochs %u/%u",
+		   p->node.name, p->node.id, tconn_kind(l->conn), l->addr, p->incarnation, p->epoch,
+		   p->their_epoch);
+	peer_send_heartbeat(p);
+	/* everything unanswered goes (again) on this link, in order */
+	p->unsent = p->head;
+	peer_flush(p);
+	if (c->h.on_peer_up)
+		c->h.on_peer_up(c->arg, p->node.id, peer_session(p));
+	return 0;
+}
+
+/* p's authenticated link is gone (not replaced, not dropped by us). */
+void peer_link_lost(struct cluster_peer *p, struct cluster_link *l, const char *reason)
+{
+	struct cluster *c = p->c;
+
+	p->link = NULL;
+	p->unsent = NULL;
+	if (p->state == PEER_UP)
+		p->state = PEER_DOWN; /* still alive: no change to publish */
+	c->st.links_lost++;
+	if (c->destroying)
+		log_debug("peer %s (%u): link %s closed: %s", p->node.name, p->node.id, l->addr,
+			  reason);
+	else
+		log_info("peer %s (%u): link %s lost: %s", p->node.name, p->node.id, l->addr,
+			 reason);
+}
+
+/* ---- transport choice ------------------------------------------------------------------
+ * Every node listens on TCP; a node whose transport is rdma (or auto, with an
+ * RDMA device on its address) listens on RDMA too, on the same address and
+ * port (RDMA CM ports are not TCP ports). The dialer picks by the peer's
+ * configured transport: RDMA only when both ends are rdma; an auto peer gets
+ * RDMA and TCP dials in turn until a link comes up.
+ */
+
+static struct transport *peer_transport(struct cluster_peer *p)
+{
+	struct cluster *c = p->c;
+
+	if (!c->rt || p->node.transport == TRANSPORT_TCP)
+		return c->t;
+	if (p->node.transport == TRANSPORT_AUTO && (p->auto_dials++ & 1))
+		return c->t;
+	return c->rt;
+}
+
+void peer_dial(struct cluster_peer *p)
+{
+	struct cluster *c = p->c;
+	const char *bind_host = c->self.host;
+	struct cluster_link *l;
+	struct tconn *conn;
+
+	if (!*bind_host || !strcmp(bind_host, "*") || !strcmp(bind_host, "0.0.0.0"))
+		bind_host = NULL;
+	c->st.dials++;
+	if (p->dialed_once)
+		c->st.reconnects++;
+	p->dialed_once = true;
+	conn = transport_connect(peer_transport(p), p->node.host, p->node.port, bind_host);
+	if (!conn) {
+		c->st.connect_failures++;
+		log_debug("peer %s (%u): connect to %s:%u: %s", p->node.name, p->node.id,
+			  p->node.host, (unsigned)p->node.port, strerror(errno));
+		peer_schedule_redial(p);
+		return;
+	}
+	l = link_new(c, conn, p, true);
+	if (!l) {
+		transport_close(conn, "out of memory");
+		peer_schedule_redial(p);
+		return;
+	}
+	p->dialing = l;
+}
+
+void peer_redial_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct cluster_peer *p = cluster_container_of(w, struct cluster_peer, redial);
+
+	if (!p->link && !p->dialing && !p->c->destroying)
+		peer_dial(p);
+}
+
+/* Dial p again after the backoff, if we dial it and have no link to it. */
+void peer_schedule_redial(struct cluster_peer *p)
+{
+	struct cluster *c = p->c;
+
+	if (c->destroying || !p->dialer || p->link || p->dialing || ev_is_active(&p->redial))
+		return;
+	ev_timer_set(&p->redial, p->backoff_ms / 1000.0, 0.);
+	ev_timer_start(c->loop, &p->redial);
+	p->backoff_ms *= 2;
+	if (p->backoff_ms > CLUSTER_BACKOFF_MAX_MS)
+		p->backoff_ms = CLUSTER_BACKOFF_MAX_MS;
+}
+
+void cluster_heartbeat_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct cluster *c = cluster_container_of(w, struct cluster, heartbeat);
+	size_t i;
+
+	for (i = 0; i < c->n_peers; i++) {
+		struct cluster_peer *p = &c->peers[i];
+
+		if (!p->link)
+			continue;
+		peer_send_heartbeat(p);
+		peer_flush(p);
+	}
+}
+
+/* ---- one-sided reads over the peer's current link ----------------------------------------- */
+
+/* The peer's link when it is up and can read one-sided (rdma), else NULL. */
+static struct tconn *peer_rdma_conn(struct cluster *c, uint32_t node)
+{
+	struct cluster_peer *p = c ? cluster_peer(c, node) : NULL;
+
+	if (!p || p->state != PEER_UP || !p->link || strcmp(tconn_kind(p->link->conn), "rdma"))
+		return NULL;
+	return p->link->conn;
+}
+
+int cluster_mem_add(struct cluster *c, uint32_t node, void *base, size_t len)
+{
+	struct tconn *t = peer_rdma_conn(c, node);
+
+	return t ? tconn_mem_add(t, base, len) : -ENOTSUP;
+}
+
+void cluster_mem_del(struct cluster *c, uint32_t node, void *base)
+{
+	struct tconn *t = peer_rdma_conn(c, node);
+
+	if (t)
+		tconn_mem_del(t, base);
+}
+
+int cluster_mem_key(struct cluster *c, uint32_t node, const void *addr, size_t len,
+		    uint32_t *rkey, uint32_t *gen)
+{
+	struct tconn *t = peer_rdma_conn(c, node);
+	int rc = t ? tconn_mem_key(t, addr, len, rkey) : -ENOTSUP;
+
+	if (!rc)
+		*gen = cluster_peer(c, node)->link_gen;
+	return rc;
+}
+
+uint32_t cluster_link_gen(struct cluster *c, uint32_t node)
+{
+	struct cluster_peer *p = c ? cluster_peer(c, node) : NULL;
+
+	return p ? p->link_gen : 0;
+}
+
+int cluster_read(struct cluster *c, uint32_t node, uint32_t gen, uint64_t raddr, uint32_t rkey,
+		 size_t len, tconn_read_fn cb, void *arg)
+{
+	struct tconn *t = peer_rdma_conn(c, node);
+
+	/* a key names memory on one link: on another it would break the link */
+	if (!t || cluster_peer(c, node)->link_gen != gen)
+		return -ESTALE;
+	return tconn_read(t, raddr, rkey, len, cb, arg);
+}
+
