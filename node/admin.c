@@ -315,7 +315,7 @@ static void client_ping_done(void *arg, int result)
 
 /*
  * DRAIN: this node (node 0 or our own id), or relayed to peer node.
- * @return 0 answered, 1 waiting, -1 closed.
+ * @return 0 answered, 1 waiting, CONN_CLOSED.
  */
 int admin_drain(struct client *c, const Ramster__Request *req)
 {
@@ -344,7 +344,7 @@ int admin_drain(struct client *c, const Ramster__Request *req)
 
 /*
  * PING: echo the page (node 0), or send it through the peer and back over
- * their link. @return 0 answered, 1 waiting, -1 closed.
+ * their link. @return 0 answered, 1 waiting, CONN_CLOSED.
  */
 int admin_ping(struct client *c, const Ramster__Request *req, size_t payload_off)
 {
@@ -387,5 +387,5 @@ int admin_ping(struct client *c, const Ramster__Request *req, size_t payload_off
 /*
  * PUT from item c->next_item on. A persistent put that finds the tier full
  * waits (up to CLIENT_ROOM_WAIT) for remotify to make room, when there is a
- * collective. @return 0 answered, 1 waiting, -1 closed.
+ * collective. @return 0 answered, 1 waiting, CONN_CLOSED.
  */

@@ -8,6 +8,7 @@
  * peak of an owner's pages stays reserved until its session ends, which is
  * when the foreign store drops all of them at once.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,7 +65,7 @@ void arena_destroy(struct arena *a)
 	free(a);
 }
 
-/* A new chunk to cut from. @return 0, -1 out of memory. */
+/* A new chunk to cut from. @return 0, or -ENOMEM. */
 static int arena_grow(struct arena *a)
 {
 	void *c;
@@ -74,12 +75,12 @@ static int arena_grow(struct arena *a)
 		void **n = realloc(a->chunk, cap * sizeof(*n));
 
 		if (!n)
-			return -1;
+			return -ENOMEM;
 		a->chunk = n;
 		a->cap = cap;
 	}
 	if (posix_memalign(&c, 4096, ARENA_CHUNK))
-		return -1;
+		return -ENOMEM;
 	a->chunk[a->n_chunks++] = c;
 	a->used = 0;
 	if (a->hooks.chunk_add)

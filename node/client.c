@@ -90,7 +90,7 @@ static void client_watch(struct client *c, int events)
 	ev_io_start(loop, &c->io);
 }
 
-/* Close on a socket error. @return -1 (closed). */
+/* Close on a socket error. @return CONN_CLOSED. */
 static int client_io_error(struct client *c, const char *what, int err)
 {
 	char why[128];
@@ -98,7 +98,7 @@ static int client_io_error(struct client *c, const char *what, int err)
 	c->l->env->stats->io_errors++;
 	snprintf(why, sizeof(why), "%s: %s", what, strerror(err));
 	client_close(c, why);
-	return -1;
+	return CONN_CLOSED;
 }
 
 /*
@@ -114,7 +114,7 @@ static void client_gone(struct client *c, int err)
 	c->out_off = c->out_len = 0;
 }
 
-/* Send what is pending. @return 0 (maybe still pending), or -1 closed. */
+/* Send what is pending. @return 0 (maybe still pending), or CONN_CLOSED. */
 static int client_flush(struct client *c)
 {
 	ssize_t n;
@@ -140,7 +140,7 @@ static int client_flush(struct client *c)
 
 /*
  * Send one response and len bytes of pages after it; keep what the socket
- * does not take in the output buffer. @return 0, or -1 closed.
+ * does not take in the output buffer. @return 0, or CONN_CLOSED.
  */
 int client_reply(struct client *c, Ramster__Response *rsp, const uint8_t *pages, size_t len)
 {
@@ -165,7 +165,7 @@ int client_reply(struct client *c, Ramster__Response *rsp, const uint8_t *pages,
 	if (client_reserve(&c->out, &c->out_cap, head)) {
 		c->l->env->stats->oom_closes++;
 		client_close(c, "out of memory for a reply");
-		return -1;
+		return CONN_CLOSED;
 	}
 	wire_hdr_encode(c->out, WIRE_RESPONSE, (uint32_t)mlen, (uint32_t)len);
 	ramster__response__pack(rsp, c->out + WIRE_HDR_SIZE);
@@ -203,7 +203,7 @@ int client_reply(struct client *c, Ramster__Response *rsp, const uint8_t *pages,
 	if (client_reserve(&c->out, &c->out_cap, c->out_len + (len - sent))) {
 		c->l->env->stats->oom_closes++;
 		client_close(c, "out of memory for a reply");
-		return -1;
+		return CONN_CLOSED;
 	}
 	if (len - sent)
 		memcpy(c->out + c->out_len, pages + sent, len - sent);
@@ -279,7 +279,7 @@ static void client_get_done(void *arg, int result)
 
 /*
  * GET: local pages are copied out at once; remote ones are fetched
- * (repatriate) while the request waits. @return 0 answered, 1 waiting, -1 closed.
+ * (repatriate) while the request waits. @return 0 answered, 1 waiting, CONN_CLOSED.
  */
 static int client_do_get(struct client *c, const Ramster__Request *req, Ramster__Response *rsp,
 			 uint32_t pool)
@@ -365,7 +365,7 @@ static void client_put_room(void *arg, int result)
 
 /*
  * Run one decoded request and answer it. payload_off: where its payload
- * starts in c->in. @return 0 answered, 1 waiting (c->busy), -1 c was closed.
+ * starts in c->in. @return 0 answered, 1 waiting (c->busy), CONN_CLOSED (c was closed).
  */
 static int client_dispatch(struct client *c, const Ramster__Request *req, size_t payload_off)
 {
@@ -440,13 +440,13 @@ static int client_dispatch(struct client *c, const Ramster__Request *req, size_t
 	return client_reply(c, &rsp, NULL, 0);
 }
 
-/* A frame that does not decode: the connection goes. @return -1. */
+/* A frame that does not decode: the connection goes. @return CONN_CLOSED. */
 static int client_bad_frame(struct client *c, const char *why)
 {
 	c->l->env->stats->bad_frames++;
 	log_warn("client %llu: bad frame: %s", (unsigned long long)c->id, why);
 	client_close(c, "bad frame");
-	return -1;
+	return CONN_CLOSED;
 }
 
 /*
@@ -479,7 +479,7 @@ static int client_process(struct client *c)
 				if (client_reserve(&c->in, &c->in_cap, need)) {
 					c->l->env->stats->oom_closes++;
 					client_close(c, "out of memory for a request");
-					return -1;
+					return CONN_CLOSED;
 				}
 			}
 			break;
@@ -489,7 +489,7 @@ static int client_process(struct client *c)
 			return client_bad_frame(c, why);
 		rc = c->gone ? 0 : client_dispatch(c, req, pos + WIRE_HDR_SIZE + h.msg_len);
 		if (rc < 0)
-			return -1;
+			return CONN_CLOSED;
 		if (rc == 1) {
 			/* held: keep its frame at the front until it is answered */
 			c->busy = true;

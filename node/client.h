@@ -35,6 +35,7 @@ struct client_env {
 	struct remote *remote;   /* the collective, or NULL for a single node */
 	struct nbd *nbd;         /* the NBD frontend, or NULL when no export is configured */
 	struct spin *spin;       /* the loop's busy polling (its counters), or NULL */
+	uint32_t frame_timeout_ms; /* a frame's limit to arrive whole (0: 30 s) */
 };
 
 struct client_listener;

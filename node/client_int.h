@@ -20,6 +20,7 @@
 #include <ev.h>
 
 #include "node/client.h"
+#include "node/closed.h"
 #include "proto/wire.h"
 
 #define CLIENT_IN_MIN	    (64u * 1024)  /* input buffer to start with */
@@ -69,7 +70,7 @@ struct client_listener {
 	ev_io io;	/* first */
 	ev_timer retry; /* resumes accepting after a pause */
 	ev_timer sweep; /* closes connections whose frame never finishes */
-	ev_tstamp frame_timeout; /* s; $RAMSTER_FRAME_TIMEOUT_MS, default 30 s */
+	ev_tstamp frame_timeout; /* s; env->frame_timeout_ms */
 	const struct client_env *env;
 	int fd;
 	dev_t dev; /* the socket file we made, to unlink only ours */

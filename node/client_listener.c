@@ -197,12 +197,7 @@ int client_listen(const struct client_env *env, struct client_listener **out, ch
 	ev_io_start(env->loop, &l->io);
 	ev_timer_init(&l->retry, client_retry_cb, CLIENT_ACCEPT_PAUSE, 0.);
 	l->last_warn = -CLIENT_WARN_EVERY;
-	{
-		const char *v = getenv("RAMSTER_FRAME_TIMEOUT_MS");
-		long ms = v && *v ? strtol(v, NULL, 10) : 30000;
-
-		l->frame_timeout = (ms > 0 ? ms : 30000) / 1000.0;
-	}
+	l->frame_timeout = (env->frame_timeout_ms ? env->frame_timeout_ms : 30000) / 1000.0;
 	ev_timer_init(&l->sweep, client_sweep_cb, l->frame_timeout / 4, l->frame_timeout / 4);
 	ev_timer_start(env->loop, &l->sweep);
 	*out = l;

@@ -22,6 +22,7 @@
 #include <ev.h>
 #include <sodium.h>
 
+#include "node/closed.h"
 #include "node/cluster.h"
 #include "transport/transport.h"
 

@@ -812,6 +812,8 @@ void config_defaults(struct config *c)
 	c->remotify_ephemeral = true;
 	c->remotify_persistent = true;
 	c->request_timeout_ms = c->dead_after_ms;
+	c->env.frame_timeout_ms = 30000;
+	c->env.rdma_read = true;
 }
 
 int config_load(struct config *c, const char *path, char *err, size_t errlen)
@@ -860,4 +862,58 @@ const struct config_node *config_find_node(const struct config *c, const char *n
 		if (!strcmp(c->nodes[i].name, name))
 			return &c->nodes[i];
 	return NULL;
+}
+
+/* ---- the environment ----------------------------------------------------------- */
+
+int config_env_read(struct config_env *e, char *err, size_t errlen)
+{
+	const char *v;
+	char *end;
+
+	memset(e, 0, sizeof(*e));
+	e->frame_timeout_ms = 30000;
+	e->rdma_read = true;
+	v = getenv("RAMSTER_SOCKET");
+	if (v && *v) {
+		if (strlen(v) >= sizeof(e->socket)) {
+			snprintf(err, errlen, "RAMSTER_SOCKET: path too long");
+			return -EINVAL;
+		}
+		snprintf(e->socket, sizeof(e->socket), "%s", v);
+	}
+	v = getenv("RAMSTER_BUSY_POLL_US");
+	if (v && *v) {
+		unsigned long long us = strtoull(v, &end, 10);
+
+		if (*end || *v == '-' || us > CONFIG_BUSY_POLL_MAX_US) {
+			snprintf(err, errlen,
+				 "RAMSTER_BUSY_POLL_US: not a number of microseconds 0..%u",
+				 CONFIG_BUSY_POLL_MAX_US);
+			return -EINVAL;
+		}
+		e->has_busy_poll = true;
+		e->busy_poll_us = us;
+	}
+	v = getenv("RAMSTER_FRAME_TIMEOUT_MS");
+	if (v && *v) {
+		unsigned long long ms = strtoull(v, &end, 10);
+
+		if (*end || *v == '-' || ms == 0 || ms > 3600000) {
+			snprintf(err, errlen, "RAMSTER_FRAME_TIMEOUT_MS: not a number of milliseconds "
+					      "1..3600000");
+			return -EINVAL;
+		}
+		e->frame_timeout_ms = (uint32_t)ms;
+	}
+	v = getenv("RAMSTER_RDMA_READ");
+	if (v && *v) {
+		if (strcmp(v, "0") && strcmp(v, "1")) {
+			snprintf(err, errlen, "RAMSTER_RDMA_READ: '%s' is not 0 or 1", v);
+			return -EINVAL;
+		}
+		e->rdma_read = !strcmp(v, "1");
+	}
+	e->no_memlock = getenv("RAMSTER_NO_MEMLOCK") != NULL;
+	return 0;
 }

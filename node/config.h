@@ -49,6 +49,20 @@ struct config_export {
 	int line;
 };
 
+/*
+ * The environment knobs of ramsterd, read once at start (config_env_read)
+ * and nowhere else: RAMSTER_SOCKET, RAMSTER_BUSY_POLL_US,
+ * RAMSTER_FRAME_TIMEOUT_MS, RAMSTER_RDMA_READ, RAMSTER_NO_MEMLOCK.
+ */
+struct config_env {
+	char socket[CONFIG_PATH_MAX];   /* "" = unset */
+	bool has_busy_poll;
+	uint64_t busy_poll_us;          /* overrides the node's busy_poll_us when has_busy_poll */
+	uint32_t frame_timeout_ms;      /* a client frame's limit to arrive whole (default 30000) */
+	bool rdma_read;                 /* one-sided repatriate reads (default true) */
+	bool no_memlock;                /* skip mlockall and the I/O flusher mark */
+};
+
 struct config {
 	char path[CONFIG_PATH_MAX];     /* the file ("" when none) */
 	/* [cluster] */
@@ -71,7 +85,15 @@ struct config {
 	struct config_node nodes[CONFIG_NODES_MAX];
 	size_t n_exports;
 	struct config_export exports[CONFIG_EXPORTS_MAX];
+	/* not from the file: the environment (config_env_read; defaults here) */
+	struct config_env env;
 };
+
+/*
+ * Read the environment into e. @return 0, or -EINVAL with err set to
+ * "VARIABLE: problem" (the daemon refuses to start).
+ */
+int config_env_read(struct config_env *e, char *err, size_t errlen);
 
 /* Fill c with the defaults (no file, no nodes). */
 void config_defaults(struct config *c);

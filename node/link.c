@@ -182,42 +182,42 @@ static int link_on_hello(struct cluster_link *l, const Ramster__Peer__Hello *h)
 
 	if (l->state != LINK_HELLO) {
 		link_refuse(l, &c->st.handshake_refused, "second hello");
-		return -1;
+		return CONN_CLOSED;
 	}
 	if (h->version != CLUSTER_VERSION) {
 		link_refuse(l, &c->st.handshake_refused, "protocol version %u (ours is %u)",
 			    h->version, CLUSTER_VERSION);
-		return -1;
+		return CONN_CLOSED;
 	}
 	if (strcmp(h->cluster, c->name)) {
 		link_refuse(l, &c->st.handshake_refused, "cluster '%s' is not ours ('%s')",
 			    cluster_printable(name, sizeof(name), h->cluster), c->name);
-		return -1;
+		return CONN_CLOSED;
 	}
 	if (h->node_id == c->self.id) {
 		link_refuse(l, &c->st.handshake_refused, "peer claims our node id %u", h->node_id);
-		return -1;
+		return CONN_CLOSED;
 	}
 	p = cluster_peer(c, h->node_id);
 	if (!p) {
 		link_refuse(l, &c->st.handshake_refused, "node id %u is not in the cluster file",
 			    h->node_id);
-		return -1;
+		return CONN_CLOSED;
 	}
 	if (l->outbound && p != l->peer) {
 		link_refuse(l, &c->st.handshake_refused, "node %u answered for %s (%u)", h->node_id,
 			    l->peer->node.name, l->peer->node.id);
-		return -1;
+		return CONN_CLOSED;
 	}
 	if (!l->outbound && p->dialer) {
 		link_refuse(l, &c->st.handshake_refused,
 			    "node %s (%u) dialed us, but the lower id dials", p->node.name,
 			    p->node.id);
-		return -1;
+		return CONN_CLOSED;
 	}
 	if (!h->incarnation) {
 		link_refuse(l, &c->st.handshake_refused, "incarnation zero");
-		return -1;
+		return CONN_CLOSED;
 	}
 	l->peer = p;
 	l->their_inc = h->incarnation;
@@ -226,7 +226,7 @@ static int link_on_hello(struct cluster_link *l, const Ramster__Peer__Hello *h)
 	/* the acceptor answers with its hello only now: it announces our epoch for that node */
 	if ((!l->outbound && link_send_hello(l)) || link_send_auth(l)) {
 		transport_close(l->conn, "cannot send the handshake");
-		return -1;
+		return CONN_CLOSED;
 	}
 	l->state = LINK_AUTH;
 	return 0;
@@ -240,13 +240,13 @@ static int link_on_auth(struct cluster_link *l, const Ramster__Peer__Auth *a)
 
 	if (l->state != LINK_AUTH) {
 		link_refuse(l, &c->st.handshake_refused, "auth before hello");
-		return -1;
+		return CONN_CLOSED;
 	}
 	n = cluster_transcript(c, t, l->peer->node.id, c->self.id, l->their_inc, l->nonce,
 			       l->their_nonce);
 	if (crypto_auth_hmacsha256_verify(a->mac.data, t, n, c->key)) {
 		link_refuse(l, &c->st.auth_failures, "bad auth mac (another cluster key?)");
-		return -1;
+		return CONN_CLOSED;
 	}
 	c->st.handshakes++;
 	return link_up(l);
@@ -265,7 +265,7 @@ static int link_on_frame(struct cluster_link *l, const Ramster__Peer__Msg *m,
 			return link_on_auth(l, m->auth);
 		link_refuse(l, &c->st.handshake_refused, "%s before authentication",
 			    cluster_op_name(m->op));
-		return -1;
+		return CONN_CLOSED;
 	}
 	p->last_rx = ev_now(c->loop);
 	switch (m->op) {
@@ -292,7 +292,7 @@ static int link_on_frame(struct cluster_link *l, const Ramster__Peer__Msg *m,
 	default:
 		link_refuse(l, &c->st.protocol_errors, "%s after authentication",
 			    cluster_op_name(m->op));
-		return -1;
+		return CONN_CLOSED;
 	}
 }
 
@@ -339,18 +339,18 @@ int cluster_on_message(void *arg, struct tconn *conn, const uint8_t *msg, size_t
 	int rc;
 
 	if (!l)
-		return -1;
+		return CONN_CLOSED;
 	wire_arena_reset(&c->arena);
 	if (peerwire_decode(msg, len, plen, &c->arena, &m, &why)) {
 		link_refuse(l, &c->st.bad_frames, "bad frame: %s", why);
-		return -1;
+		return CONN_CLOSED;
 	}
 	/* callbacks below may close l: its memory stays until we are done */
 	l->busy++;
 	rc = link_on_frame(l, m, payload, plen);
 	if (--l->busy == 0 && l->closed) {
 		free(l);
-		return -1;
+		return CONN_CLOSED;
 	}
 	return rc;
 }

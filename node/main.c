@@ -198,9 +198,9 @@ static void main_hup_cb(struct ev_loop *loop, ev_signal *w, int revents)
  * (the userspace block-server deadlock). Both need privileges; without them
  * the node runs, with a notice.
  */
-static void main_memory_guard(void)
+static void main_memory_guard(const struct config_env *env)
 {
-	if (getenv("RAMSTER_NO_MEMLOCK"))
+	if (env->no_memlock)
 		return;
 	if (mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT))
 		log_notice("memory not locked (mlockall: %s): this node may be swapped out",
@@ -221,7 +221,6 @@ int main(int argc, char **argv)
 	char err[CONFIG_ERR_MAX], name[CONFIG_NAME_MAX], config_abs[PATH_MAX];
 	const char *socket_path, *config_shown = "";
 	unsigned long busy_us;
-	const char *busy_env;
 	int status = 1;
 
 	main_parse_args(argc, argv, &o);
@@ -235,6 +234,10 @@ int main(int argc, char **argv)
 		}
 	} else {
 		config_defaults(&cfg);
+	}
+	if (config_env_read(&cfg.env, err, sizeof(err))) {
+		fprintf(stderr, "ramsterd: %s\n", err);
+		return EXIT_USAGE;
 	}
 	if (o.node)
 		snprintf(name, sizeof(name), "%s", o.node);
@@ -261,8 +264,8 @@ int main(int argc, char **argv)
 		socket_path = o.socket;
 	else if (self && self->socket[0])
 		socket_path = self->socket;
-	else if (getenv("RAMSTER_SOCKET") && *getenv("RAMSTER_SOCKET"))
-		socket_path = getenv("RAMSTER_SOCKET");
+	else if (cfg.env.socket[0])
+		socket_path = cfg.env.socket;
 	else
 		socket_path = MAIN_DEFAULT_SOCKET;
 	if (strlen(socket_path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
@@ -280,7 +283,7 @@ int main(int argc, char **argv)
 
 	/* ---- start ---- */
 	signal(SIGPIPE, SIG_IGN);
-	main_memory_guard();
+	main_memory_guard(&cfg.env);
 	stats_init(&n.stats);
 	n.loop = ev_default_loop(0);
 	if (!n.loop) {
@@ -326,6 +329,7 @@ int main(int argc, char **argv)
 	    .config_path = config_shown,
 	    .local_mb = zc.local_mb,
 	    .remote = n.remote,
+	    .frame_timeout_ms = cfg.env.frame_timeout_ms,
 	};
 	if (client_listen(&n.env, &n.listener, err, sizeof(err))) {
 		log_error("%s", err);
@@ -349,18 +353,8 @@ int main(int argc, char **argv)
 	ev_signal_start(n.loop, &n.sighup);
 
 	busy_us = self ? self->busy_poll_us : CONFIG_DEFAULT_BUSY_POLL_US;
-	busy_env = getenv("RAMSTER_BUSY_POLL_US");
-	if (busy_env && *busy_env) {
-		char *end;
-		unsigned long v = strtoul(busy_env, &end, 10);
-
-		if (*end || *busy_env == '-' || v > CONFIG_BUSY_POLL_MAX_US) {
-			log_error("RAMSTER_BUSY_POLL_US: not a number of microseconds 0..%u",
-				  CONFIG_BUSY_POLL_MAX_US);
-			goto stop_signals;
-		}
-		busy_us = v;
-	}
+	if (cfg.env.has_busy_poll)
+		busy_us = cfg.env.busy_poll_us;
 	n.spin = spin_create(n.loop, (unsigned)busy_us);
 	if (!n.spin) {
 		log_error("cannot start the loop's busy polling: %s", strerror(ENOMEM));

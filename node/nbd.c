@@ -76,13 +76,13 @@ void nbd_close(struct nbd_conn *c, const char *why)
 	nbd_conn_free(c);
 }
 
-/* A peer that broke the protocol: count it and close. @return -1. */
+/* A peer that broke the protocol: count it and close. @return CONN_CLOSED. */
 int nbd_violation(struct nbd_conn *c, uint64_t *counter, const char *why)
 {
 	(*counter)++;
 	log_info("nbd connection %llu: %s: closing", (unsigned long long)c->id, why);
 	nbd_close(c, why);
-	return -1;
+	return CONN_CLOSED;
 }
 
 void nbd_watch(struct nbd_conn *c)
@@ -103,7 +103,7 @@ void nbd_watch(struct nbd_conn *c)
 	ev_io_start(loop, &c->io);
 }
 
-/* Send what is queued. @return 0 (maybe some left), or -1 closed. */
+/* Send what is queued. @return 0 (maybe some left), or CONN_CLOSED. */
 int nbd_send(struct nbd_conn *c)
 {
 	ssize_t k;
@@ -122,7 +122,7 @@ int nbd_send(struct nbd_conn *c)
 				return 0;
 			c->srv->st.io_errors++;
 			nbd_close(c, strerror(errno));
-			return -1;
+			return CONN_CLOSED;
 		}
 		c->out_off += (size_t)k;
 	}
@@ -130,7 +130,7 @@ int nbd_send(struct nbd_conn *c)
 		c->out_off = c->out_len = 0;
 	if (c->closing && !c->busy) {
 		nbd_close(c, "closed by the client");
-		return -1;
+		return CONN_CLOSED;
 	}
 	return 0;
 }

@@ -279,7 +279,7 @@ int nbd_write_fua(struct nbd_conn *c, uint64_t first, uint64_t last)
 	return 0;
 }
 
-/* Store blocks c->cursor..last. @return 0 answered, 1 waiting, -1 closed. */
+/* Store blocks c->cursor..last. @return 0 answered, 1 waiting, CONN_CLOSED. */
 /* ---- FLUSH --------------------------------------------------------------------- */
 
 void nbd_flush_release(struct nbd_export *e)
@@ -388,7 +388,7 @@ int nbd_flush_run(struct nbd_conn *c)
 	}
 done:
 	if (nbd_reply(c, c->req.cookie, c->err))
-		return -1; /* closed: that released the export's FLUSH */
+		return CONN_CLOSED; /* closed: that released the export's FLUSH */
 	nbd_flush_release(e);
 	return 0;
 }

@@ -34,14 +34,14 @@ static struct nbd_export *nbd_find(struct nbd *n, const uint8_t *name, size_t le
 	return NULL;
 }
 
-/* Queue an option reply. @return 0, or -1 closed. */
+/* Queue an option reply. @return 0, or CONN_CLOSED. */
 static int nbd_opt_reply(struct nbd_conn *c, uint32_t opt, uint32_t type, const void *data,
 			 size_t len)
 {
 	uint8_t *p = nbd_out(c, 20 + len);
 
 	if (!p)
-		return -1;
+		return CONN_CLOSED;
 	nbd_be64(p, NBD_REP_MAGIC);
 	nbd_be32(p + 8, opt);
 	nbd_be32(p + 12, type);
@@ -64,7 +64,7 @@ static void nbd_attach(struct nbd_conn *c, struct nbd_export *e)
 	log_debug("nbd connection %llu: export %s", (unsigned long long)c->id, e->name);
 }
 
-/* NBD_OPT_INFO and NBD_OPT_GO. @return 0, or -1 closed. */
+/* NBD_OPT_INFO and NBD_OPT_GO. @return 0, or CONN_CLOSED. */
 static int nbd_opt_info(struct nbd_conn *c, uint32_t opt, const uint8_t *d, uint32_t len)
 {
 	struct nbd_export *e;
@@ -91,13 +91,13 @@ static int nbd_opt_info(struct nbd_conn *c, uint32_t opt, const uint8_t *d, uint
 	nbd_be64(info + 2, e->size);
 	nbd_be16(info + 10, NBD_TRANSMIT_FLAGS);
 	if (nbd_opt_reply(c, opt, NBD_REP_INFO, info, 12))
-		return -1;
+		return CONN_CLOSED;
 	nbd_be16(info, NBD_INFO_BLOCK_SIZE);
 	nbd_be32(info + 2, NBD_BLOCK_MIN);
 	nbd_be32(info + 6, NBD_PAGE);
 	nbd_be32(info + 10, NBD_PAYLOAD_MAX);
 	if (nbd_opt_reply(c, opt, NBD_REP_INFO, info, 14))
-		return -1;
+		return CONN_CLOSED;
 	if (want_name) {
 		uint8_t nm[2 + CONFIG_NAME_MAX];
 		size_t l = strlen(e->name);
@@ -105,10 +105,10 @@ static int nbd_opt_info(struct nbd_conn *c, uint32_t opt, const uint8_t *d, uint
 		nbd_be16(nm, NBD_INFO_NAME);
 		memcpy(nm + 2, e->name, l);
 		if (nbd_opt_reply(c, opt, NBD_REP_INFO, nm, 2 + l))
-			return -1;
+			return CONN_CLOSED;
 	}
 	if (nbd_opt_reply(c, opt, NBD_REP_ACK, NULL, 0))
-		return -1;
+		return CONN_CLOSED;
 	if (opt == NBD_OPT_GO)
 		nbd_attach(c, e);
 	return 0;
@@ -126,12 +126,12 @@ static int nbd_opt_list(struct nbd_conn *c, uint32_t len)
 		nbd_be32(d, (uint32_t)l);
 		memcpy(d + 4, c->srv->exports[i].name, l);
 		if (nbd_opt_reply(c, NBD_OPT_LIST, NBD_REP_SERVER, d, 4 + l))
-			return -1;
+			return CONN_CLOSED;
 	}
 	return nbd_opt_reply(c, NBD_OPT_LIST, NBD_REP_ACK, NULL, 0);
 }
 
-/* One handshake step. @return 1 progress, 0 more bytes needed, -1 closed. */
+/* One handshake step. @return 1 progress, 0 more bytes needed, CONN_CLOSED. */
 int nbd_negotiate(struct nbd_conn *c)
 {
 	const uint8_t *p = c->in + c->in_off;
@@ -177,7 +177,7 @@ int nbd_negotiate(struct nbd_conn *c)
 			uint8_t *r = nbd_out(c, c->no_zeroes ? 10 : 134);
 
 			if (!r)
-				return -1;
+				return CONN_CLOSED;
 			nbd_be64(r, e->size);
 			nbd_be16(r + 8, NBD_TRANSMIT_FLAGS);
 			if (!c->no_zeroes)

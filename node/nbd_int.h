@@ -22,6 +22,7 @@
 
 #include <ev.h>
 
+#include "node/closed.h"
 #include "node/config.h"
 #include "node/nbd.h"
 #include "node/store.h"
@@ -219,7 +220,7 @@ struct nbd_conn {
 	/* the request that waits (busy) */
 	bool busy;
 	struct nbd_req req;
-	int (*cont)(struct nbd_conn *c); /* runs when the wait ends: 0 answered, 1 waits, -1 closed */
+	int (*cont)(struct nbd_conn *c); /* runs when the wait ends: 0 answered, 1 waits, CONN_CLOSED */
 	unsigned pending;                /* remote gets out, plus one while starting */
 	int err;                         /* its first error, -errno */
 	uint64_t cursor;                 /* WRITE: the next block to store; FLUSH: to look at */

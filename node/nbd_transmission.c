@@ -22,13 +22,13 @@
 
 /* ---- replies ------------------------------------------------------------------- */
 
-/* Queue a simple reply without data. @return 0, or -1 closed. */
+/* Queue a simple reply without data. @return 0, or CONN_CLOSED. */
 int nbd_reply(struct nbd_conn *c, uint64_t cookie, int err)
 {
 	uint8_t *p = nbd_out(c, NBD_REPLY_HDR);
 
 	if (!p)
-		return -1;
+		return CONN_CLOSED;
 	nbd_be32(p, NBD_SIMPLE_REPLY_MAGIC);
 	nbd_be32(p + 4, err ? nbd_errno(err) : 0);
 	nbd_be64(p + 8, cookie);
@@ -81,7 +81,7 @@ static int nbd_read_finish(struct nbd_conn *c)
 	return 0;
 }
 
-/* @return 0 answered, 1 waiting, -1 closed. */
+/* @return 0 answered, 1 waiting, CONN_CLOSED. */
 static int nbd_do_read(struct nbd_conn *c)
 {
 	const struct nbd_req *r = &c->req;
@@ -94,7 +94,7 @@ static int nbd_do_read(struct nbd_conn *c)
 	if (nbd_reserve(&c->out, &c->out_cap, c->out_len + NBD_REPLY_HDR + r->len)) {
 		c->srv->st.oom_closes++;
 		nbd_close(c, "out of memory for a reply");
-		return -1;
+		return CONN_CLOSED;
 	}
 	c->reply_at = c->out_len; /* not counted in out_len (not sent) until finished */
 	c->building = true;
@@ -290,7 +290,7 @@ static int nbd_validate(const struct nbd_conn *c, const struct nbd_req *r)
 	return 0;
 }
 
-/* One transmission request. @return 1 progress, 0 more bytes needed, -1 closed, 2 waiting. */
+/* One transmission request. @return 1 progress, 0 more bytes needed, CONN_CLOSED, 2 waiting. */
 static int nbd_request(struct nbd_conn *c)
 {
 	const uint8_t *p = c->in + c->in_off;
@@ -355,7 +355,7 @@ static int nbd_request(struct nbd_conn *c)
 
 /*
  * Run what the input holds, in order, until a request waits or the output
- * backs up; send; compact the input. @return 0, or -1 closed.
+ * backs up; send; compact the input. @return 0, or CONN_CLOSED.
  */
 int nbd_process(struct nbd_conn *c)
 {
@@ -370,14 +370,14 @@ int nbd_process(struct nbd_conn *c)
 				break;
 		}
 		if (rc < 0)
-			return -1;
+			return CONN_CLOSED;
 		if (!c->busy && c->in_off) {
 			memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
 			c->in_len -= c->in_off;
 			c->in_off = 0;
 		}
 		if (nbd_send(c))
-			return -1;
+			return CONN_CLOSED;
 		/* stopped by the backlog and the socket took it: run what the input holds */
 		if (rc != 1 || c->busy || c->closing || c->out_len - c->out_off >= NBD_OUT_HIGH)
 			break;

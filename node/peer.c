@@ -202,7 +202,7 @@ int link_up(struct cluster_link *l)
 		log_info("peer %s (%u): our epoch for it moved during the handshake; reconnecting",
 			 p->node.name, p->node.id);
 		transport_close(l->conn, "epoch changed during the handshake");
-		return -1;
+		return CONN_CLOSED;
 	}
 	if (p->dialing == l)
 		p->dialing = NULL;

@@ -250,14 +250,9 @@ static const struct cluster_handlers remote_handlers = {
 struct remote *remote_create(struct ev_loop *loop, struct zcache *z, const struct config *cfg,
 			     const struct config_node *self, char *err, size_t errlen)
 {
-	const char *rdma_read_env = getenv("RAMSTER_RDMA_READ");
 	uint8_t key[CLUSTER_KEY_LEN];
 	struct remote *r;
 
-	if (rdma_read_env && strcmp(rdma_read_env, "0") && strcmp(rdma_read_env, "1")) {
-		snprintf(err, errlen, "RAMSTER_RDMA_READ: '%s' is not 0 or 1", rdma_read_env);
-		return NULL;
-	}
 	if (cluster_load_key(cfg->secret_file, key, err, errlen))
 		return NULL;
 	r = calloc(1, sizeof(*r));
@@ -275,7 +270,7 @@ struct remote *remote_create(struct ev_loop *loop, struct zcache *z, const struc
 	r->rem_eph = cfg->remotify_ephemeral;
 	r->rem_pers = cfg->remotify_persistent;
 	r->replicas = cfg->replicas ? cfg->replicas : 1;
-	r->rdma_read = !(rdma_read_env && !strcmp(rdma_read_env, "0"));
+	r->rdma_read = cfg->env.rdma_read;
 	remotify_init(r);
 	handoff_init(&r->flushes, loop, flushes_cb, r);
 	repair_init(r, cfg->rereplicate_rate ? cfg->rereplicate_rate : 2000);

@@ -514,6 +514,59 @@ static void test_err_syntax(void **state)
 	expect_error(text, 2, "line too long");
 }
 
+/* The environment knobs: read once, each checked; junk refuses to start. */
+static void test_env(void **state)
+{
+	static const char *vars[] = {"RAMSTER_SOCKET", "RAMSTER_BUSY_POLL_US",
+				     "RAMSTER_FRAME_TIMEOUT_MS", "RAMSTER_RDMA_READ",
+				     "RAMSTER_NO_MEMLOCK"};
+	static const struct {
+		const char *var, *value, *msg;
+	} bad[] = {
+	    {"RAMSTER_BUSY_POLL_US", "-5", "RAMSTER_BUSY_POLL_US"},
+	    {"RAMSTER_BUSY_POLL_US", "12x", "RAMSTER_BUSY_POLL_US"},
+	    {"RAMSTER_BUSY_POLL_US", "99999999", "RAMSTER_BUSY_POLL_US"},
+	    {"RAMSTER_FRAME_TIMEOUT_MS", "0", "RAMSTER_FRAME_TIMEOUT_MS"},
+	    {"RAMSTER_FRAME_TIMEOUT_MS", "soon", "RAMSTER_FRAME_TIMEOUT_MS"},
+	    {"RAMSTER_RDMA_READ", "yes", "RAMSTER_RDMA_READ"},
+	};
+	struct config_env e;
+	char why[256];
+	size_t i;
+
+	for (i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		unsetenv(vars[i]);
+	assert_int_equal(config_env_read(&e, why, sizeof(why)), 0);
+	assert_string_equal(e.socket, "");
+	assert_false(e.has_busy_poll);
+	assert_int_equal(e.frame_timeout_ms, 30000);
+	assert_true(e.rdma_read);
+	assert_false(e.no_memlock);
+
+	setenv("RAMSTER_SOCKET", "/tmp/x.sock", 1);
+	setenv("RAMSTER_BUSY_POLL_US", "0", 1);
+	setenv("RAMSTER_FRAME_TIMEOUT_MS", "600", 1);
+	setenv("RAMSTER_RDMA_READ", "0", 1);
+	setenv("RAMSTER_NO_MEMLOCK", "1", 1);
+	assert_int_equal(config_env_read(&e, why, sizeof(why)), 0);
+	assert_string_equal(e.socket, "/tmp/x.sock");
+	assert_true(e.has_busy_poll);
+	assert_int_equal(e.busy_poll_us, 0);
+	assert_int_equal(e.frame_timeout_ms, 600);
+	assert_false(e.rdma_read);
+	assert_true(e.no_memlock);
+	for (i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		unsetenv(vars[i]);
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		setenv(bad[i].var, bad[i].value, 1);
+		why[0] = 0;
+		assert_int_equal(config_env_read(&e, why, sizeof(why)), -EINVAL);
+		assert_non_null(strstr(why, bad[i].msg));
+		unsetenv(bad[i].var);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -539,6 +592,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_err_cross_checks, teardown),
 	    cmocka_unit_test_teardown(test_err_secret, teardown),
 	    cmocka_unit_test_teardown(test_err_syntax, teardown),
+	    cmocka_unit_test(test_env),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
