@@ -20,7 +20,7 @@ struct ev_loop;
 
 #define TRANSPORT_MAGIC 0x50534d52u /* "RMSP" as little-endian bytes */
 #define TRANSPORT_VERSION 1
-#define TRANSPORT_HDR_SIZE 16
+#define TRANSPORT_HDR_SIZE 16 /* FHDR_SIZE: common/fhdr.h codes it */
 #define TRANSPORT_MSG_MAX (16u * 1024)
 #define TRANSPORT_PAYLOAD_MAX (64u * 1024)
 /* Bytes queued on one connection before transport_send says -EAGAIN. */
