@@ -34,7 +34,11 @@ struct transport_cb {
 	void (*on_accept)(void *arg, struct tconn *c);
 	/* An outbound connection is up (err 0) or failed (-errno; c is then closed). */
 	void (*on_connect)(void *arg, struct tconn *c, int err);
-	/* One whole frame. @return 0, or < 0 to close the connection. */
+	/*
+	 * One whole frame. @return 0, or -errno to close the connection (any
+	 * negative value closes it; say why with -EPROTO for a bad message,
+	 * -ECONNRESET when the callback closed c itself, rather than a bare -1).
+	 */
 	int (*on_message)(void *arg, struct tconn *c, const uint8_t *msg, size_t len,
 			  const uint8_t *payload, size_t plen);
 	/* The connection is gone (peer closed, error, bad frame, transport_close); c is freed after. */
