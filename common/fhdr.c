@@ -19,8 +19,7 @@ void fhdr_encode(uint8_t *out, uint32_t magic, uint8_t version, uint8_t kind, ui
 	put_le32(out + 12, payload_len);
 }
 
-int fhdr_decode(const uint8_t *in, const struct fhdr_spec *spec, struct fhdr *h,
-		const char **why)
+int fhdr_decode(const uint8_t *in, const struct fhdr_spec *spec, struct fhdr *h, const char **why)
 {
 	uint32_t msg_len = get_le32(in + 8);
 	uint32_t payload_len = get_le32(in + 12);

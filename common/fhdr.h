@@ -40,7 +40,6 @@ void fhdr_encode(uint8_t *out, uint32_t magic, uint8_t version, uint8_t kind, ui
  * ("reserved field not zero"), msg_len ("message too long"), payload_len
  * ("payload too long"). @return 0 with *h set, or -EPROTO with *why set.
  */
-int fhdr_decode(const uint8_t *in, const struct fhdr_spec *spec, struct fhdr *h,
-		const char **why);
+int fhdr_decode(const uint8_t *in, const struct fhdr_spec *spec, struct fhdr *h, const char **why);
 
 #endif /* RAMSTER_COMMON_FHDR_H */

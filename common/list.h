@@ -26,8 +26,7 @@ static inline bool list_empty(const struct list_head *h)
 	return h->next == h;
 }
 
-static inline void list_insert(struct list_head *n, struct list_head *prev,
-			       struct list_head *next)
+static inline void list_insert(struct list_head *n, struct list_head *prev, struct list_head *next)
 {
 	n->prev = prev;
 	n->next = next;
@@ -60,7 +59,8 @@ static inline void list_del(struct list_head *n)
 #define list_first_entry(h, type, member) list_entry((h)->next, type, member)
 
 /* pos runs over the entries of h; the body may delete pos (tmp keeps the next). */
-#define list_for_each_safe(pos, tmp, h) \
-	for ((pos) = (h)->next, (tmp) = (pos)->next; (pos) != (h); (pos) = (tmp), (tmp) = (pos)->next)
+#define list_for_each_safe(pos, tmp, h)                                                            \
+	for ((pos) = (h)->next, (tmp) = (pos)->next; (pos) != (h);                                 \
+	     (pos) = (tmp), (tmp) = (pos)->next)
 
 #endif /* RAMSTER_COMMON_LIST_H */

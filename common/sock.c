@@ -106,8 +106,8 @@ int sock_unix_probe(const char *path, char *err, size_t errlen)
 	return -e;
 }
 
-int sock_unix_listen(struct sock_unix *s, const char *path, mode_t mode, const char *who,
-		     char *err, size_t errlen)
+int sock_unix_listen(struct sock_unix *s, const char *path, mode_t mode, const char *who, char *err,
+		     size_t errlen)
 {
 	struct sockaddr_un sa;
 	struct stat st;
@@ -194,8 +194,7 @@ void sock_unix_close(struct sock_unix *s)
 
 /* ---- addresses ------------------------------------------------------------------ */
 
-int sock_hostport_parse(const char *s, char *host, size_t hostcap, uint16_t *port,
-			const char **why)
+int sock_hostport_parse(const char *s, char *host, size_t hostcap, uint16_t *port, const char **why)
 {
 	const char *colon = strrchr(s, ':');
 	const char *d;

@@ -33,8 +33,8 @@ int sock_unix_probe(const char *path, char *err, size_t errlen);
 
 /* A listening unix socket and the file it made (unlinked only if still ours). */
 struct sock_unix {
-	int fd;		    /* non-blocking, close-on-exec; -1 when closed */
-	dev_t dev;	    /* the socket file bound, to unlink only ours */
+	int fd;	   /* non-blocking, close-on-exec; -1 when closed */
+	dev_t dev; /* the socket file bound, to unlink only ours */
 	ino_t ino;
 	bool removed_stale; /* a dead server's socket file was removed first: log it */
 	char path[SOCK_UNIX_PATH_MAX];
@@ -49,8 +49,8 @@ struct sock_unix {
  * with SOMAXCONN. who names the server in that message ("ramsterd").
  * @return 0 with *s filled, or -errno with err set and s->fd == -1.
  */
-int sock_unix_listen(struct sock_unix *s, const char *path, mode_t mode, const char *who,
-		     char *err, size_t errlen);
+int sock_unix_listen(struct sock_unix *s, const char *path, mode_t mode, const char *who, char *err,
+		     size_t errlen);
 
 /* Close the socket and unlink its file if it is still the one we bound. Idempotent. */
 void sock_unix_close(struct sock_unix *s);

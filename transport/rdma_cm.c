@@ -414,7 +414,8 @@ static struct tconn *rdma_connect_to(struct transport *t, const char *host, uint
 		err = sock_resolve_ipv4(bind_host, 0, true, &src);
 	if (err)
 		goto fail;
-	if (rdma_create_id(container_of(t, struct rdma_transport, base)->ch, &id, NULL, RDMA_PS_TCP)) {
+	if (rdma_create_id(container_of(t, struct rdma_transport, base)->ch, &id, NULL,
+			   RDMA_PS_TCP)) {
 		err = rdma_errno(ENODEV);
 		goto fail;
 	}

@@ -13,8 +13,8 @@
 
 /* ---- the base -------------------------------------------------------------- */
 
-void transport_base_init(struct transport *t, const struct transport_ops *ops,
-			 struct ev_loop *loop, const struct transport_cb *cb, void *arg)
+void transport_base_init(struct transport *t, const struct transport_ops *ops, struct ev_loop *loop,
+			 const struct transport_cb *cb, void *arg)
 {
 	t->ops = ops;
 	t->loop = loop;

@@ -75,17 +75,17 @@ struct tconn {
 	struct transport *t;
 	struct list_head link; /* on t->conns until closed */
 	enum tconn_state state;
-	int refs;	   /* see above */
-	int conn_err;	   /* the outbound connect failed at once; reported from the loop */
-	int send_err;	   /* a write or post from transport_send failed; closed from the loop */
-	size_t queued;	   /* bytes queued and not yet written or posted */
+	int refs;      /* see above */
+	int conn_err;  /* the outbound connect failed at once; reported from the loop */
+	int send_err;  /* a write or post from transport_send failed; closed from the loop */
+	size_t queued; /* bytes queued and not yet written or posted */
 	char peer[TCONN_PEER_LEN];
 	char why[TCONN_WHY_LEN]; /* a reason composed for on_close */
 };
 
 /* Fill the base of a new transport (refs 0, no connections). */
-void transport_base_init(struct transport *t, const struct transport_ops *ops,
-			 struct ev_loop *loop, const struct transport_cb *cb, void *arg);
+void transport_base_init(struct transport *t, const struct transport_ops *ops, struct ev_loop *loop,
+			 const struct transport_cb *cb, void *arg);
 void transport_hold(struct transport *t);
 /* Drop a reference; the last one of a dying transport destroys it. */
 void transport_release(struct transport *t);
