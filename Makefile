@@ -42,6 +42,9 @@ PROTOS     := $(wildcard proto/*.proto)
 PROTO_C    := $(patsubst %.proto,$(BUILD)/gen/%.pb-c.c,$(PROTOS))
 PROTO_H    := $(PROTO_C:.c=.h)
 TIER_SRC   := $(wildcard tmem/*.c)
+# common/: helpers under every layer (sockets, frame header); linked into each
+# library that uses them (libwire, libnode, libramster)
+COMMON_SRC := $(wildcard common/*.c)
 WIRE_SRC   := $(wildcard proto/*.c) $(PROTO_C)
 TRANS_SRC  := $(wildcard transport/*.c)
 NODE_SRC   := $(filter-out node/main.c,$(wildcard node/*.c))
@@ -50,6 +53,7 @@ LIB_SRC    := $(wildcard lib/*.c)
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst $(BUILD)/%,%,$(1)))
 
 TIER_OBJ   := $(call obj,$(TIER_SRC))
+COMMON_OBJ := $(call obj,$(COMMON_SRC))
 WIRE_OBJ   := $(call obj,$(WIRE_SRC))
 TRANS_OBJ  := $(call obj,$(TRANS_SRC))
 NODE_OBJ   := $(call obj,$(NODE_SRC))
@@ -58,7 +62,7 @@ LIB_OBJ    := $(call obj,$(LIB_SRC))
 # ramster-netbench and every integration test; not a program of its own
 PAGEGEN_OBJ := $(call obj,tools/pagegen.c)
 # the client library needs only the client protocol
-LIBWIRE_OBJ := $(call obj,proto/wire.c $(BUILD)/gen/proto/client.pb-c.c)
+LIBWIRE_OBJ := $(call obj,proto/wire.c $(BUILD)/gen/proto/client.pb-c.c) $(COMMON_OBJ)
 
 BINS := $(BUILD)/bin/ramsterd $(BUILD)/bin/ramsterctl $(BUILD)/bin/ramster-bench \
         $(BUILD)/bin/ramster-netbench $(BUILD)/bin/ramster-drill
@@ -94,10 +98,10 @@ $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 $(BUILD)/lib/libtier.a: $(TIER_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@; ar rcs $@ $^
-$(BUILD)/lib/libwire.a: $(WIRE_OBJ)
+$(BUILD)/lib/libwire.a: $(WIRE_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@; ar rcs $@ $^
-$(BUILD)/lib/libnode.a: $(NODE_OBJ) $(TRANS_OBJ)
+$(BUILD)/lib/libnode.a: $(NODE_OBJ) $(TRANS_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@; ar rcs $@ $^
 $(BUILD)/lib/libramster.a: $(LIB_OBJ) $(LIBWIRE_OBJ)

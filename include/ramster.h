@@ -30,6 +30,7 @@ struct ramster_oid {
 
 typedef struct ramster ramster; /* one connection; use one per thread */
 
+/* Pool flags: the client protocol's bits (WIRE_POOL_* in the source tree's proto/wire.h). */
 enum { RAMSTER_PERSISTENT = 1u << 0, RAMSTER_SHARED = 1u << 1 };
 
 /*

@@ -28,6 +28,9 @@
 
 _Static_assert(RAMSTER_BATCH_MAX == WIRE_BATCH_MAX, "client and wire batch limits differ");
 _Static_assert(RAMSTER_PAGE_SIZE == WIRE_PAGE_SIZE, "client and wire page sizes differ");
+_Static_assert((unsigned)RAMSTER_PERSISTENT == WIRE_POOL_PERSISTENT &&
+		   (unsigned)RAMSTER_SHARED == WIRE_POOL_SHARED,
+	       "client and wire pool flags differ");
 
 struct ramster {
 	int fd;	      /* -1 once closed after an error */

@@ -17,6 +17,7 @@
 
 #include <ini.h>
 
+#include "common/sock.h"
 #include "node/config.h"
 #include "tmem/replica.h"
 
@@ -200,30 +201,14 @@ static bool config_name_ok(const char *s)
 	       strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
 }
 
-/* HOST:PORT with a host name or IPv4 literal and a port 1..65535. */
+/* HOST:PORT with a host name or IPv4 literal and a port 1..65535 (sock_hostport_parse). */
 static int config_address(struct config_parse *p, const char *key, const char *value, char *host,
 			  uint16_t *port)
 {
-	const char *colon = strrchr(value, ':');
-	size_t hlen;
-	uint64_t v;
+	const char *why;
 
-	if (!colon)
-		return config_fail(p, "%s: '%s' is not HOST:PORT", key, value);
-	hlen = (size_t)(colon - value);
-	if (hlen == 0 || hlen >= CONFIG_NAME_MAX ||
-	    strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") !=
-		hlen)
-		return config_fail(p, "%s: '%s' is not HOST:PORT (a host name or IPv4 address)",
-				   key, value);
-	if (config_parse_u64(colon + 1, &v) || v < 1 || v > 65535)
-		return config_fail(p, "%s: '%s' has no valid port (1..65535)", key, value);
-	if (host) {
-		memcpy(host, value, hlen);
-		host[hlen] = '\0';
-	}
-	if (port)
-		*port = (uint16_t)v;
+	if (sock_hostport_parse(value, host, CONFIG_NAME_MAX, port, &why))
+		return config_fail(p, "%s: '%s' %s", key, value, why);
 	return 0;
 }
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/list.h"
 #include "node/config.h"
 #include "node/arena.h"
 #include "node/foreign.h"
@@ -32,13 +33,7 @@
 #define FOREIGN_OBJ_CHARGE  (sizeof(struct foreign_obj) + FOREIGN_SLOT_CHARGE)
 #define FOREIGN_POOL_CHARGE (sizeof(struct foreign_pool))
 
-/* ---- structures --------------------------------------------------------- */
-
-#define foreign_entry(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
-
-struct foreign_link {
-	struct foreign_link *next, *prev; /* circular; a head links to itself when empty */
-};
+/* ---- structures (lists: common/list.h, circular) ------------------------ */
 
 struct foreign_hnode {
 	struct foreign_hnode *next; /* next in the bucket */
@@ -52,24 +47,24 @@ struct foreign_htab {
 };
 
 struct foreign_pool {
-	struct foreign_link owner_link; /* on owners[owner].pools */
-	struct foreign_link objs;	/* its objects, never empty while it exists */
+	struct list_head owner_link; /* on owners[owner].pools */
+	struct list_head objs;	     /* its objects, never empty while it exists */
 	uint64_t incarnation;
 	uint32_t owner;
 	uint32_t pool;
 };
 
 struct foreign_obj {
-	struct foreign_hnode hnode;    /* in f->objs, by (owner, incarnation, pool, oid) */
-	struct foreign_link pool_link; /* on pool->objs */
-	struct foreign_link pages;     /* its pages, never empty while it exists */
+	struct foreign_hnode hnode; /* in f->objs, by (owner, incarnation, pool, oid) */
+	struct list_head pool_link; /* on pool->objs */
+	struct list_head pages;	    /* its pages, never empty while it exists */
 	struct foreign_pool *pool;
 	uint64_t oid[3];
 };
 
 struct foreign_page {
-	struct foreign_hnode hnode;   /* in f->pages, by the full key */
-	struct foreign_link obj_link; /* on obj->pages */
+	struct foreign_hnode hnode; /* in f->pages, by the full key */
+	struct list_head obj_link;  /* on obj->pages */
 	struct foreign_obj *obj;
 	uint32_t index;
 	uint32_t checksum;
@@ -79,9 +74,9 @@ struct foreign_page {
 };
 
 struct foreign_owner {
-	struct foreign_link pools; /* its pool records, any incarnation */
-	uint64_t pages;		   /* pages held for it */
-	struct arena *arena;	   /* their memory; made with the first, freed after the last */
+	struct list_head pools; /* its pool records, any incarnation */
+	uint64_t pages;		/* pages held for it */
+	struct arena *arena;	/* their memory; made with the first, freed after the last */
 };
 
 struct foreign {
@@ -104,35 +99,6 @@ struct foreign {
 static size_t foreign_page_charge(size_t len)
 {
 	return sizeof(struct foreign_page) + len + FOREIGN_SLOT_CHARGE;
-}
-
-/* ---- lists -------------------------------------------------------------- */
-
-static void link_init(struct foreign_link *h)
-{
-	h->next = h;
-	h->prev = h;
-}
-
-static bool link_empty(const struct foreign_link *h)
-{
-	return h->next == h;
-}
-
-static void link_add_tail(struct foreign_link *h, struct foreign_link *n)
-{
-	n->prev = h->prev;
-	n->next = h;
-	h->prev->next = n;
-	h->prev = n;
-}
-
-static void link_del(struct foreign_link *n)
-{
-	n->prev->next = n->next;
-	n->next->prev = n->prev;
-	n->next = n;
-	n->prev = n;
 }
 
 /* ---- hash tables -------------------------------------------------------- */
@@ -243,11 +209,11 @@ static bool owner_valid(uint32_t owner)
 static struct foreign_pool *pool_find(struct foreign *f, uint32_t owner, uint64_t incarnation,
 				      uint32_t pool)
 {
-	struct foreign_link *h = &f->owners[owner].pools, *l;
+	struct list_head *h = &f->owners[owner].pools, *l;
 	struct foreign_pool *p;
 
 	for (l = h->next; l != h; l = l->next) {
-		p = foreign_entry(l, struct foreign_pool, owner_link);
+		p = container_of(l, struct foreign_pool, owner_link);
 		if (p->incarnation == incarnation && p->pool == pool)
 			return p;
 	}
@@ -267,7 +233,7 @@ static struct foreign_obj *obj_find(struct foreign *f, const struct foreign_key 
 	struct foreign_obj *o;
 
 	for (n = htab_first(&f->objs, hash); n; n = n->next) {
-		o = foreign_entry(n, struct foreign_obj, hnode);
+		o = container_of(n, struct foreign_obj, hnode);
 		if (n->hash == hash && obj_match(o, k))
 			return o;
 	}
@@ -280,7 +246,7 @@ static struct foreign_page *page_find(struct foreign *f, const struct foreign_ke
 	struct foreign_page *p;
 
 	for (n = htab_first(&f->pages, hash); n; n = n->next) {
-		p = foreign_entry(n, struct foreign_page, hnode);
+		p = container_of(n, struct foreign_page, hnode);
 		if (n->hash == hash && p->index == k->index && obj_match(p->obj, k))
 			return p;
 	}
@@ -293,7 +259,7 @@ static void page_free(struct foreign *f, struct foreign_page *p)
 	struct foreign_owner *ow = &f->owners[p->obj->pool->owner];
 
 	htab_remove(&f->pages, &p->hnode);
-	link_del(&p->obj_link);
+	list_del(&p->obj_link);
 	ow->pages--;
 	f->bytes -= p->len;
 	f->used -= foreign_page_charge(p->len);
@@ -314,7 +280,7 @@ static void owner_trim(struct foreign *f, uint32_t owner)
 /* Free an empty pool record. */
 static void pool_free(struct foreign *f, struct foreign_pool *pool)
 {
-	link_del(&pool->owner_link);
+	list_del(&pool->owner_link);
 	f->used -= FOREIGN_POOL_CHARGE;
 	free(pool);
 }
@@ -324,12 +290,12 @@ static uint64_t obj_drain(struct foreign *f, struct foreign_obj *o)
 {
 	uint64_t n = 0;
 
-	while (!link_empty(&o->pages)) {
-		page_free(f, foreign_entry(o->pages.next, struct foreign_page, obj_link));
+	while (!list_empty(&o->pages)) {
+		page_free(f, container_of(o->pages.next, struct foreign_page, obj_link));
 		n++;
 	}
 	htab_remove(&f->objs, &o->hnode);
-	link_del(&o->pool_link);
+	list_del(&o->pool_link);
 	f->used -= FOREIGN_OBJ_CHARGE;
 	free(o);
 	return n;
@@ -340,8 +306,8 @@ static uint64_t pool_drain(struct foreign *f, struct foreign_pool *pool)
 {
 	uint64_t n = 0;
 
-	while (!link_empty(&pool->objs))
-		n += obj_drain(f, foreign_entry(pool->objs.next, struct foreign_obj, pool_link));
+	while (!list_empty(&pool->objs))
+		n += obj_drain(f, container_of(pool->objs.next, struct foreign_obj, pool_link));
 	pool_free(f, pool);
 	return n;
 }
@@ -355,9 +321,9 @@ static void page_remove(struct foreign *f, struct foreign_page *p)
 	uint32_t owner = pool->owner;
 
 	page_free(f, p);
-	if (link_empty(&o->pages)) {
+	if (list_empty(&o->pages)) {
 		obj_drain(f, o);
-		if (link_empty(&pool->objs))
+		if (list_empty(&pool->objs))
 			pool_free(f, pool);
 	}
 	owner_trim(f, owner);
@@ -378,7 +344,7 @@ struct foreign *foreign_create(uint64_t budget)
 	if (htab_init(&f->objs))
 		goto free_pages;
 	for (i = 0; i <= CONFIG_NODES_MAX; i++)
-		link_init(&f->owners[i].pools);
+		list_init(&f->owners[i].pools);
 	f->budget = budget;
 	return f;
 
@@ -392,15 +358,15 @@ fail:
 
 void foreign_destroy(struct foreign *f)
 {
-	struct foreign_link *h;
+	struct list_head *h;
 	uint32_t i;
 
 	if (!f)
 		return;
 	for (i = 1; i <= CONFIG_NODES_MAX; i++) {
 		h = &f->owners[i].pools;
-		while (!link_empty(h))
-			pool_drain(f, foreign_entry(h->next, struct foreign_pool, owner_link));
+		while (!list_empty(h))
+			pool_drain(f, container_of(h->next, struct foreign_pool, owner_link));
 		owner_trim(f, i);
 	}
 	free(f->objs.b);
@@ -474,7 +440,7 @@ int foreign_put_at(struct foreign *f, const struct foreign_key *k, bool pers, co
 			new_pool = malloc(sizeof(*new_pool));
 			if (!new_pool)
 				goto free_page;
-			link_init(&new_pool->objs);
+			list_init(&new_pool->objs);
 			new_pool->owner = k->owner;
 			new_pool->incarnation = k->incarnation;
 			new_pool->pool = k->pool;
@@ -483,12 +449,12 @@ int foreign_put_at(struct foreign *f, const struct foreign_key *k, bool pers, co
 		o = malloc(sizeof(*o));
 		if (!o)
 			goto free_pool;
-		link_init(&o->pages);
+		list_init(&o->pages);
 		o->pool = pool;
 		memcpy(o->oid, k->oid, sizeof(o->oid));
 		if (new_pool)
-			link_add_tail(&f->owners[k->owner].pools, &new_pool->owner_link);
-		link_add_tail(&pool->objs, &o->pool_link);
+			list_add_tail(&f->owners[k->owner].pools, &new_pool->owner_link);
+		list_add_tail(&pool->objs, &o->pool_link);
 		htab_insert(&f->objs, &o->hnode, ohash);
 	}
 
@@ -498,7 +464,7 @@ int foreign_put_at(struct foreign *f, const struct foreign_key *k, bool pers, co
 	p->len = (uint16_t)len;
 	p->pers = pers;
 	memcpy(p->data, data, len);
-	link_add_tail(&o->pages, &p->obj_link);
+	list_add_tail(&o->pages, &p->obj_link);
 	htab_insert(&f->pages, &p->hnode, phash);
 	ow->pages++;
 	f->bytes += len;
@@ -563,7 +529,7 @@ uint64_t foreign_flush_object(struct foreign *f, const struct foreign_key *k)
 		return 0;
 	pool = o->pool;
 	n = obj_drain(f, o);
-	if (link_empty(&pool->objs))
+	if (list_empty(&pool->objs))
 		pool_free(f, pool);
 	owner_trim(f, k->owner);
 	f->flushes += n;
@@ -588,7 +554,7 @@ uint64_t foreign_flush_pool(struct foreign *f, uint32_t owner, uint64_t incarnat
 
 uint64_t foreign_drop_owner(struct foreign *f, uint32_t owner, uint64_t keep)
 {
-	struct foreign_link *h, *l, *next;
+	struct list_head *h, *l, *next;
 	struct foreign_pool *p;
 	uint64_t n = 0;
 
@@ -597,7 +563,7 @@ uint64_t foreign_drop_owner(struct foreign *f, uint32_t owner, uint64_t keep)
 	h = &f->owners[owner].pools;
 	for (l = h->next; l != h; l = next) {
 		next = l->next;
-		p = foreign_entry(l, struct foreign_pool, owner_link);
+		p = container_of(l, struct foreign_pool, owner_link);
 		if (keep == 0 || p->incarnation != keep)
 			n += pool_drain(f, p);
 	}
@@ -614,19 +580,20 @@ bool foreign_walk(struct foreign *f,
 	uint32_t owner;
 
 	for (owner = 1; owner <= CONFIG_NODES_MAX; owner++) {
-		struct foreign_link *ph = &f->owners[owner].pools, *pl;
+		struct list_head *ph = &f->owners[owner].pools, *pl;
 
 		for (pl = ph->next; pl != ph; pl = pl->next) {
-			struct foreign_pool *p = foreign_entry(pl, struct foreign_pool, owner_link);
-			struct foreign_link *l;
+			struct foreign_pool *p = container_of(pl, struct foreign_pool, owner_link);
+			struct list_head *l;
 
 			for (l = p->objs.next; l != &p->objs; l = l->next) {
-				struct foreign_obj *o = foreign_entry(l, struct foreign_obj, pool_link);
-				struct foreign_link *gl;
+				struct foreign_obj *o =
+				    container_of(l, struct foreign_obj, pool_link);
+				struct list_head *gl;
 
 				for (gl = o->pages.next; gl != &o->pages; gl = gl->next) {
 					struct foreign_page *g =
-					    foreign_entry(gl, struct foreign_page, obj_link);
+					    container_of(gl, struct foreign_page, obj_link);
 					struct foreign_key k = {owner, p->incarnation, p->pool,
 								{o->oid[0], o->oid[1], o->oid[2]},
 								g->index};

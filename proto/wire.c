@@ -10,66 +10,41 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fhdr.h"
 #include "proto/wire.h"
-#include "ramster.h"
 
 #define WIRE_ARENA_ALIGN 16
 #define WIRE_ERRNO_MAX	 4095 /* results are 0 or -1..-WIRE_ERRNO_MAX */
 
 /* ---- header ---------------------------------------------------------------- */
 
-static void wire_put_le32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-	p[2] = (uint8_t)(v >> 16);
-	p[3] = (uint8_t)(v >> 24);
-}
-
-static uint32_t wire_get_le32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 void wire_hdr_encode(uint8_t *out, enum wire_kind kind, uint32_t msg_len, uint32_t payload_len)
 {
-	wire_put_le32(out, WIRE_MAGIC);
-	out[4] = WIRE_VERSION;
-	out[5] = (uint8_t)kind;
-	out[6] = 0;
-	out[7] = 0;
-	wire_put_le32(out + 8, msg_len);
-	wire_put_le32(out + 12, payload_len);
+	fhdr_encode(out, WIRE_MAGIC, WIRE_VERSION, (uint8_t)kind, msg_len, payload_len);
 }
 
 int wire_hdr_decode(const uint8_t *in, enum wire_kind expect, struct wire_hdr *h, const char **why)
 {
-	uint32_t msg_max = expect == WIRE_RESPONSE ? WIRE_RESP_MSG_MAX : WIRE_MSG_MAX;
-	uint32_t msg_len = wire_get_le32(in + 8);
-	uint32_t payload_len = wire_get_le32(in + 12);
+	const struct fhdr_spec spec = {
+	    .magic = WIRE_MAGIC,
+	    .version = WIRE_VERSION,
+	    .kind = (uint8_t)expect,
+	    .kind_why = "unexpected frame kind",
+	    .msg_max = expect == WIRE_RESPONSE ? WIRE_RESP_MSG_MAX : WIRE_MSG_MAX,
+	    .payload_max = WIRE_PAYLOAD_MAX,
+	};
+	struct fhdr f;
 
-	if (wire_get_le32(in) != WIRE_MAGIC)
-		*why = "bad magic";
-	else if (in[4] != WIRE_VERSION)
-		*why = "unsupported version";
-	else if (in[5] != (uint8_t)expect)
-		*why = "unexpected frame kind";
-	else if (in[6] || in[7])
-		*why = "reserved field not zero";
-	else if (msg_len > msg_max)
-		*why = "message too long";
-	else if (payload_len > WIRE_PAYLOAD_MAX)
-		*why = "payload too long";
-	else if (payload_len % WIRE_PAGE_SIZE)
+	if (fhdr_decode(in, &spec, &f, why))
+		return -EPROTO;
+	if (f.payload_len % WIRE_PAGE_SIZE) {
 		*why = "payload not whole pages";
-	else
-		goto ok;
-	return -EPROTO;
-ok:
-	h->version = in[4];
-	h->kind = in[5];
-	h->msg_len = msg_len;
-	h->payload_len = payload_len;
+		return -EPROTO;
+	}
+	h->version = f.version;
+	h->kind = f.kind;
+	h->msg_len = f.msg_len;
+	h->payload_len = f.payload_len;
 	return 0;
 }
 
@@ -176,11 +151,11 @@ static const char *wire_request_check(const struct wire_hdr *h, const Ramster__R
 	if (req->n_items > rule->max_items)
 		return rule->max_items ? "too many items" : "unexpected items";
 	if (req->op == RAMSTER__OP__OP_POOL_NEW) {
-		if (req->flags & ~(uint32_t)(RAMSTER_PERSISTENT | RAMSTER_SHARED))
+		if (req->flags & ~(uint32_t)(WIRE_POOL_PERSISTENT | WIRE_POOL_SHARED))
 			return "unknown pool flags";
-		if ((req->flags & RAMSTER_SHARED) && req->uuid.len != 16)
+		if ((req->flags & WIRE_POOL_SHARED) && req->uuid.len != 16)
 			return "shared pool without a 16-byte uuid";
-		if (!(req->flags & RAMSTER_SHARED) && req->uuid.len != 0)
+		if (!(req->flags & WIRE_POOL_SHARED) && req->uuid.len != 0)
 			return "uuid on a private pool";
 	} else if (req->op == RAMSTER__OP__OP_DRAIN) {
 		if (req->flags > 1)

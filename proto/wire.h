@@ -18,9 +18,11 @@
 
 #include "proto/client.pb-c.h"
 
+#include "common/fhdr.h"
+
 #define WIRE_MAGIC 0x54534d52u /* "RMST" as little-endian bytes */
 #define WIRE_VERSION 1
-#define WIRE_HDR_SIZE 16
+#define WIRE_HDR_SIZE FHDR_SIZE
 #define WIRE_PAGE_SIZE 4096
 #define WIRE_BATCH_MAX 256                    /* items a PUT/GET */
 #define WIRE_MSG_MAX (64u * 1024)              /* protobuf bytes a frame */
@@ -30,6 +32,15 @@
 #define WIRE_SNDBUF (WIRE_PAYLOAD_MAX + WIRE_MSG_MAX)
 
 enum wire_kind { WIRE_REQUEST = 1, WIRE_RESPONSE = 2 };
+
+/*
+ * Pool flags of OP_POOL_NEW (client.proto). The protocol owns these bits;
+ * include/ramster.h gives the same values to the public API as
+ * RAMSTER_PERSISTENT / RAMSTER_SHARED (lib/ramster.c checks that they agree),
+ * so this layer needs nothing from the public header.
+ */
+#define WIRE_POOL_PERSISTENT (1u << 0)
+#define WIRE_POOL_SHARED     (1u << 1)
 
 struct wire_hdr {
 	uint8_t version;
@@ -68,7 +79,7 @@ void wire_arena_reset(struct wire_arena *a);
 /*
  * The one request decoder: unpack msg (h->msg_len bytes) from a frame whose
  * header h was already decoded, and check it whole: a known op; pool >= 0
- * where the op takes one; flags and uuid (16 bytes iff RAMSTER_SHARED) for
+ * where the op takes one; flags and uuid (16 bytes iff WIRE_POOL_SHARED) for
  * POOL_NEW; 1..WIRE_BATCH_MAX items for PUT/GET, exactly 1 for FLUSH and
  * FLUSH_OBJECT, none otherwise; payload_len == items * page for PUT and 0
  * for every other op. On success *out lives in the arena until its reset.

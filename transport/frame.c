@@ -1,7 +1,7 @@
 /*
  * frame.c - frame headers and the stream reader (frame.h).
  *
- * Headers are (de)serialized byte by byte, little-endian. The reader keeps
+ * Headers go through the one codec of common/fhdr.h. The reader keeps
  * one buffer: bytes [start, end) are read but not yet handed out; a header is
  * checked before the buffer grows for its frame, so a hostile length costs at
  * most FRAME_READER_MAX bytes.
@@ -10,55 +10,34 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fhdr.h"
 #include "transport/frame.h"
 
-static void frame_put_le32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-	p[2] = (uint8_t)(v >> 16);
-	p[3] = (uint8_t)(v >> 24);
-}
+_Static_assert(TRANSPORT_HDR_SIZE == FHDR_SIZE, "transport header is the common one");
 
-static uint32_t frame_get_le32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
+static const struct fhdr_spec frame_spec = {
+    .magic = TRANSPORT_MAGIC,
+    .version = TRANSPORT_VERSION,
+    .kind = FRAME_KIND_MESSAGE,
+    .kind_why = "unknown frame kind",
+    .msg_max = TRANSPORT_MSG_MAX,
+    .payload_max = TRANSPORT_PAYLOAD_MAX,
+};
 
 void frame_hdr_encode(uint8_t *out, uint32_t msg_len, uint32_t payload_len)
 {
-	frame_put_le32(out, TRANSPORT_MAGIC);
-	out[4] = TRANSPORT_VERSION;
-	out[5] = FRAME_KIND_MESSAGE;
-	out[6] = 0;
-	out[7] = 0;
-	frame_put_le32(out + 8, msg_len);
-	frame_put_le32(out + 12, payload_len);
+	fhdr_encode(out, TRANSPORT_MAGIC, TRANSPORT_VERSION, FRAME_KIND_MESSAGE, msg_len,
+		    payload_len);
 }
 
 int frame_hdr_decode(const uint8_t *in, struct frame_hdr *h, const char **why)
 {
-	uint32_t msg_len = frame_get_le32(in + 8);
-	uint32_t payload_len = frame_get_le32(in + 12);
+	struct fhdr f;
 
-	if (frame_get_le32(in) != TRANSPORT_MAGIC)
-		*why = "bad magic";
-	else if (in[4] != TRANSPORT_VERSION)
-		*why = "unsupported version";
-	else if (in[5] != FRAME_KIND_MESSAGE)
-		*why = "unknown frame kind";
-	else if (in[6] || in[7])
-		*why = "reserved field not zero";
-	else if (msg_len > TRANSPORT_MSG_MAX)
-		*why = "message too long";
-	else if (payload_len > TRANSPORT_PAYLOAD_MAX)
-		*why = "payload too long";
-	else
-		goto ok;
-	return -EPROTO;
-ok:
-	h->msg_len = msg_len;
-	h->payload_len = payload_len;
+	if (fhdr_decode(in, &frame_spec, &f, why))
+		return -EPROTO;
+	h->msg_len = f.msg_len;
+	h->payload_len = f.payload_len;
 	return 0;
 }
 

@@ -20,7 +20,7 @@ struct ev_loop;
 
 #define TRANSPORT_MAGIC 0x50534d52u /* "RMSP" as little-endian bytes */
 #define TRANSPORT_VERSION 1
-#define TRANSPORT_HDR_SIZE 16
+#define TRANSPORT_HDR_SIZE 16 /* FHDR_SIZE: common/fhdr.h codes it */
 #define TRANSPORT_MSG_MAX (16u * 1024)
 #define TRANSPORT_PAYLOAD_MAX (64u * 1024)
 /* Bytes queued on one connection before transport_send says -EAGAIN. */
@@ -34,7 +34,11 @@ struct transport_cb {
 	void (*on_accept)(void *arg, struct tconn *c);
 	/* An outbound connection is up (err 0) or failed (-errno; c is then closed). */
 	void (*on_connect)(void *arg, struct tconn *c, int err);
-	/* One whole frame. @return 0, or < 0 to close the connection. */
+	/*
+	 * One whole frame. @return 0, or -errno to close the connection (any
+	 * negative value closes it; say why with -EPROTO for a bad message,
+	 * -ECONNRESET when the callback closed c itself, rather than a bare -1).
+	 */
 	int (*on_message)(void *arg, struct tconn *c, const uint8_t *msg, size_t len,
 			  const uint8_t *payload, size_t plen);
 	/* The connection is gone (peer closed, error, bad frame, transport_close); c is freed after. */

@@ -1,5 +1,5 @@
 /*
- * test_rdma.c - the RDMA transport (transport/rdma.c) against transport.h's
+ * test_rdma.c - the RDMA transport (transport/rdma_cm.c, rdma_verbs.c) against transport.h's
  * contract: frames whole and in order in both directions at every size, the
  * limits, backpressure past the credits, exactly one on_close per connection,
  * close and free from inside callbacks, a refused connect, one-sided reads
