@@ -524,7 +524,7 @@ static int client_process(struct client *c)
 void client_sweep_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct client_listener *l =
-	    (struct client_listener *)((char *)w - offsetof(struct client_listener, sweep));
+	    container_of(w, struct client_listener, sweep);
 	struct client *c, *next;
 	ev_tstamp now = ev_now(loop);
 

@@ -19,6 +19,8 @@
 
 #include <ev.h>
 
+#include "common/sock.h"
+#include "common/util.h"
 #include "node/client.h"
 #include "node/closed.h"
 #include "proto/wire.h"
@@ -72,9 +74,7 @@ struct client_listener {
 	ev_timer sweep; /* closes connections whose frame never finishes */
 	ev_tstamp frame_timeout; /* s; env->frame_timeout_ms */
 	const struct client_env *env;
-	int fd;
-	dev_t dev; /* the socket file we made, to unlink only ours */
-	ino_t ino;
+	struct sock_unix sock; /* the listening socket and the file it made */
 	uint64_t next_id;
 	struct client *clients;
 	ev_tstamp last_warn;

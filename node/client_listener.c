@@ -28,7 +28,7 @@ static void client_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 	int i, fd;
 
 	for (i = 0; i < CLIENT_ACCEPT_BURST; i++) {
-		fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		fd = accept4(l->sock.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd >= 0) {
 			int sndbuf = WIRE_SNDBUF; /* a whole batch reply in one send */
 
@@ -57,109 +57,16 @@ static void client_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 static void client_retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct client_listener *l =
-	    (struct client_listener *)((char *)w - offsetof(struct client_listener, retry));
+	    container_of(w, struct client_listener, retry);
 
 	ev_io_start(loop, &l->io);
-}
-
-/* mkdir -p the directory part of path, new directories 0755. @return 0 or -errno. */
-static int client_make_parent(const char *path, char *err, size_t errlen)
-{
-	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	char *slash = strrchr(strcpy(dir, path), '/'), *p, save;
-	struct stat st;
-
-	if (!slash || slash == dir)
-		return 0;
-	*slash = '\0';
-	if (!stat(dir, &st))
-		return 0;
-	for (p = dir + 1;; p++) {
-		if (*p != '/' && *p != '\0')
-			continue;
-		save = *p;
-		*p = '\0';
-		if (mkdir(dir, 0755) == 0) {
-			(void)chmod(dir, 0755); /* whatever the umask */
-		} else if (errno != EEXIST) {
-			int e = errno;
-
-			snprintf(err, errlen, "cannot create directory %s: %s", dir, strerror(e));
-			return -e;
-		}
-		*p = save;
-		if (!save)
-			break;
-	}
-	return 0;
-}
-
-/*
- * Is a daemon answering on path? @return 1 yes, 0 no (stale), or -errno with
- * err set when the probe itself failed.
- */
-static int client_probe(const struct sockaddr_un *sa, char *err, size_t errlen)
-{
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), e;
-
-	if (fd < 0) {
-		e = errno;
-		snprintf(err, errlen, "socket: %s", strerror(e));
-		return -e;
-	}
-	if (!connect(fd, (const struct sockaddr *)sa, sizeof(*sa))) {
-		close(fd);
-		return 1;
-	}
-	e = errno;
-	close(fd);
-	if (e == EAGAIN || e == EINPROGRESS) /* listening, backlog full */
-		return 1;
-	if (e == ECONNREFUSED || e == ENOENT)
-		return 0;
-	snprintf(err, errlen, "cannot probe %s: %s", sa->sun_path, strerror(e));
-	return -e;
 }
 
 int client_listen(const struct client_env *env, struct client_listener **out, char *err,
 		  size_t errlen)
 {
-	const char *path = env->socket_path;
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct client_listener *l;
-	struct stat st;
-	mode_t mask;
-	int rc, e;
-
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		snprintf(err, errlen, "socket path too long (at most %zu bytes): %s",
-			 sizeof(sa.sun_path) - 1, path);
-		return -ENAMETOOLONG;
-	}
-	strcpy(sa.sun_path, path);
-	rc = client_make_parent(path, err, errlen);
-	if (rc)
-		return rc;
-	if (!lstat(path, &st)) {
-		if (!S_ISSOCK(st.st_mode)) {
-			snprintf(err, errlen, "%s exists and is not a socket", path);
-			return -EEXIST;
-		}
-		rc = client_probe(&sa, err, errlen);
-		if (rc < 0)
-			return rc;
-		if (rc) {
-			snprintf(err, errlen, "another ramsterd is listening on %s", path);
-			return -EADDRINUSE;
-		}
-		if (unlink(path) && errno != ENOENT) {
-			e = errno;
-			snprintf(err, errlen, "cannot remove stale socket %s: %s", path,
-				 strerror(e));
-			return -e;
-		}
-		log_notice("removed stale socket %s", path);
-	}
+	int rc;
 
 	l = calloc(1, sizeof(*l));
 	if (!l) {
@@ -167,33 +74,14 @@ int client_listen(const struct client_env *env, struct client_listener **out, ch
 		return -ENOMEM;
 	}
 	l->env = env;
-	l->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (l->fd < 0) {
-		e = errno;
-		snprintf(err, errlen, "socket: %s", strerror(e));
-		goto free_listener;
-	}
-	mask = umask(0117); /* the socket is born 0660: no window with a wider mode */
-	rc = bind(l->fd, (struct sockaddr *)&sa, sizeof(sa));
-	e = errno;
-	umask(mask);
+	rc = sock_unix_listen(&l->sock, env->socket_path, 0660, "ramsterd", err, errlen);
 	if (rc) {
-		snprintf(err, errlen, "cannot bind %s: %s", path, strerror(e));
-		goto close_fd;
+		free(l);
+		return rc;
 	}
-	if (chmod(path, 0660) || lstat(path, &st)) {
-		e = errno;
-		snprintf(err, errlen, "cannot set the mode of %s: %s", path, strerror(e));
-		goto unlink_path;
-	}
-	l->dev = st.st_dev;
-	l->ino = st.st_ino;
-	if (listen(l->fd, SOMAXCONN)) {
-		e = errno;
-		snprintf(err, errlen, "cannot listen on %s: %s", path, strerror(e));
-		goto unlink_path;
-	}
-	ev_io_init(&l->io, client_accept_cb, l->fd, EV_READ);
+	if (l->sock.removed_stale)
+		log_notice("removed stale socket %s", env->socket_path);
+	ev_io_init(&l->io, client_accept_cb, l->sock.fd, EV_READ);
 	ev_io_start(env->loop, &l->io);
 	ev_timer_init(&l->retry, client_retry_cb, CLIENT_ACCEPT_PAUSE, 0.);
 	l->last_warn = -CLIENT_WARN_EVERY;
@@ -202,20 +90,10 @@ int client_listen(const struct client_env *env, struct client_listener **out, ch
 	ev_timer_start(env->loop, &l->sweep);
 	*out = l;
 	return 0;
-
-unlink_path:
-	unlink(path);
-close_fd:
-	close(l->fd);
-free_listener:
-	free(l);
-	return -e;
 }
 
 void client_listener_close(struct client_listener *l)
 {
-	struct stat st;
-
 	if (!l)
 		return;
 	while (l->clients)
@@ -223,9 +101,7 @@ void client_listener_close(struct client_listener *l)
 	ev_io_stop(l->env->loop, &l->io);
 	ev_timer_stop(l->env->loop, &l->retry);
 	ev_timer_stop(l->env->loop, &l->sweep);
-	close(l->fd);
-	if (!lstat(l->env->socket_path, &st) && st.st_dev == l->dev && st.st_ino == l->ino)
-		unlink(l->env->socket_path);
+	sock_unix_close(&l->sock);
 	free(l);
 }
 

@@ -22,6 +22,7 @@
 #include <ev.h>
 #include <sodium.h>
 
+#include "common/util.h"
 #include "node/closed.h"
 #include "node/cluster.h"
 #include "transport/transport.h"
@@ -49,7 +50,6 @@ _Static_assert(CLUSTER_KEY_LEN == crypto_auth_hmacsha256_KEYBYTES, "cluster key 
 _Static_assert(PEERWIRE_MAC_LEN == crypto_auth_hmacsha256_BYTES, "mac size");
 _Static_assert(CONFIG_NODES_MAX <= 64, "exclude masks are 64 bits");
 
-#define cluster_container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* ---- structures ------------------------------------------------------------ */
 

@@ -103,7 +103,7 @@ static bool drain_visit(void *arg, const struct foreign_key *k, bool pers, const
 
 static void drain_tick(struct ev_loop *loop, ev_timer *w, int revents)
 {
-	struct remote *r = (struct remote *)((char *)w - offsetof(struct remote, drain.timer));
+	struct remote *r = container_of(w, struct remote, drain.timer);
 
 	if (r->drain.inflight < DRAIN_INFLIGHT && ev_now(loop) >= r->drain.pause_until)
 		foreign_walk(r->fs, drain_visit, r);

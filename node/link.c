@@ -51,7 +51,7 @@ static void link_refuse_at(struct cluster_link *l, uint64_t *counter, const char
 
 static void link_handshake_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
-	struct cluster_link *l = cluster_container_of(w, struct cluster_link, handshake);
+	struct cluster_link *l = container_of(w, struct cluster_link, handshake);
 	struct cluster *c = l->c;
 
 	if (l->state == LINK_CONNECTING) {

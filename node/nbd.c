@@ -171,81 +171,18 @@ static void nbd_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 	}
 }
 
-/* mkdir -p the directory part of path (0755). @return 0 or -errno with err set. */
-static int nbd_make_parent(const char *path, char *err, size_t errlen)
-{
-	char dir[CONFIG_PATH_MAX];
-	char *p;
-	int e;
-
-	snprintf(dir, sizeof(dir), "%s", path);
-	p = strrchr(dir, '/');
-	if (!p || p == dir)
-		return 0;
-	*p = '\0';
-	for (p = dir + 1;; p++) {
-		bool end = *p == '\0';
-
-		if (*p != '/' && !end)
-			continue;
-		*p = '\0';
-		if (mkdir(dir, 0755) && errno != EEXIST) {
-			e = errno;
-			snprintf(err, errlen, "cannot create directory %s: %s", dir, strerror(e));
-			return -e;
-		}
-		if (end)
-			return 0;
-		*p = '/';
-	}
-}
-
 static int nbd_listen_unix(struct nbd *n, const char *path, char *err, size_t errlen)
 {
 	struct nbd_listener *l = &n->lunix;
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	struct stat st;
-	int fd, e, rc;
+	int rc;
 
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		snprintf(err, errlen, "nbd_socket path too long: %s", path);
-		return -ENAMETOOLONG;
-	}
-	strcpy(sa.sun_path, path);
-	rc = nbd_make_parent(path, err, errlen);
+	rc = sock_unix_listen(&l->sock, path, 0660, "server", err, errlen);
 	if (rc)
 		return rc;
-	if (!lstat(path, &st)) {
-		if (!S_ISSOCK(st.st_mode)) {
-			snprintf(err, errlen, "%s exists and is not a socket", path);
-			return -EEXIST;
-		}
-		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fd >= 0 && !connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
-			close(fd);
-			snprintf(err, errlen, "another server is listening on %s", path);
-			return -EADDRINUSE;
-		}
-		if (fd >= 0)
-			close(fd);
-		unlink(path); /* stale */
-	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || chmod(path, 0660) ||
-	    lstat(path, &st) || listen(fd, SOMAXCONN)) {
-		e = errno;
-		snprintf(err, errlen, "cannot listen on %s: %s", path, strerror(e));
-		if (fd >= 0)
-			close(fd);
-		return -e;
-	}
 	l->srv = n;
-	l->fd = fd;
+	l->fd = l->sock.fd;
 	l->is_unix = true;
-	l->dev = st.st_dev;
-	l->ino = st.st_ino;
-	memcpy(l->path, sa.sun_path, sizeof(l->path)); /* its length was checked */
-	ev_io_init(&l->io, nbd_accept_cb, fd, EV_READ);
+	ev_io_init(&l->io, nbd_accept_cb, l->fd, EV_READ);
 	ev_io_start(n->loop, &l->io);
 	return 0;
 }
@@ -254,22 +191,17 @@ static int nbd_listen_tcp(struct nbd *n, const char *addr, char *err, size_t err
 {
 	struct nbd_listener *l = &n->ltcp;
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
-	char host[CONFIG_NAME_MAX];
-	const char *colon = strrchr(addr, ':');
-	size_t hl;
+	char host[CONFIG_NAME_MAX], port[8];
+	const char *why;
+	uint16_t pn;
 	int fd = -1, one = 1, rc, e;
 
-	if (!colon) {
-		snprintf(err, errlen, "nbd_listen: '%s' is not HOST:PORT", addr);
+	if (sock_hostport_parse(addr, host, sizeof(host), &pn, &why)) {
+		snprintf(err, errlen, "nbd_listen: '%s' %s", addr, why);
 		return -EINVAL;
 	}
-	hl = (size_t)(colon - addr);
-	if (hl && addr[0] == '[' && addr[hl - 1] == ']') {
-		addr++;
-		hl -= 2;
-	}
-	snprintf(host, sizeof(host), "%.*s", (int)hl, addr);
-	rc = getaddrinfo(hl ? host : NULL, colon + 1, &hints, &ai);
+	snprintf(port, sizeof(port), "%u", (unsigned)pn);
+	rc = getaddrinfo(host, port, &hints, &ai);
 	if (rc) {
 		snprintf(err, errlen, "nbd_listen %s: %s", addr, gai_strerror(rc));
 		return -EINVAL;
@@ -294,15 +226,14 @@ static int nbd_listen_tcp(struct nbd *n, const char *addr, char *err, size_t err
 
 static void nbd_listener_close(struct nbd *n, struct nbd_listener *l)
 {
-	struct stat st;
-
 	if (l->fd < 0)
 		return;
 	ev_io_stop(n->loop, &l->io);
-	close(l->fd);
+	if (l->is_unix)
+		sock_unix_close(&l->sock); /* closes l->fd, unlinks the file if still ours */
+	else
+		close(l->fd);
 	l->fd = -1;
-	if (l->is_unix && !lstat(l->path, &st) && st.st_dev == l->dev && st.st_ino == l->ino)
-		unlink(l->path);
 }
 
 /* ---- the server ---------------------------------------------------------------- */

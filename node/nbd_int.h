@@ -22,6 +22,7 @@
 
 #include <ev.h>
 
+#include "common/sock.h"
 #include "node/closed.h"
 #include "node/config.h"
 #include "node/nbd.h"
@@ -168,9 +169,7 @@ struct nbd_listener {
 	struct nbd *srv;
 	int fd;
 	bool is_unix;
-	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	dev_t dev; /* the socket file we made, to unlink only ours */
-	ino_t ino;
+	struct sock_unix sock; /* is_unix: the socket file made, to unlink only ours */
 };
 
 struct nbd {

@@ -143,7 +143,7 @@ static void peer_declare_dead(struct cluster_peer *p, double silent_s)
 
 void peer_dead_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
-	struct cluster_peer *p = cluster_container_of(w, struct cluster_peer, dead);
+	struct cluster_peer *p = container_of(w, struct cluster_peer, dead);
 	ev_tstamp now = ev_now(loop), due = p->last_rx + p->c->dead_after_ms / 1000.0;
 
 	if (due > now + 1e-4) {
@@ -308,7 +308,7 @@ void peer_dial(struct cluster_peer *p)
 
 void peer_redial_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
-	struct cluster_peer *p = cluster_container_of(w, struct cluster_peer, redial);
+	struct cluster_peer *p = container_of(w, struct cluster_peer, redial);
 
 	if (!p->link && !p->dialing && !p->c->destroying)
 		peer_dial(p);
@@ -330,7 +330,7 @@ void peer_schedule_redial(struct cluster_peer *p)
 
 void cluster_heartbeat_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
-	struct cluster *c = cluster_container_of(w, struct cluster, heartbeat);
+	struct cluster *c = container_of(w, struct cluster, heartbeat);
 	size_t i;
 
 	for (i = 0; i < c->n_peers; i++) {

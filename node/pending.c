@@ -109,7 +109,7 @@ static void req_remove(struct cluster_peer *p, struct cluster_req *r)
 
 static void req_timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
-	struct cluster_req *r = cluster_container_of(w, struct cluster_req, timer);
+	struct cluster_req *r = container_of(w, struct cluster_req, timer);
 	struct cluster_peer *p = r->peer;
 
 	req_remove(p, r);
@@ -120,7 +120,7 @@ static void req_timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 void peer_backlog_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
-	peer_flush(cluster_container_of(w, struct cluster_peer, backlog));
+	peer_flush(container_of(w, struct cluster_peer, backlog));
 }
 
 /*

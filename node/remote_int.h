@@ -24,6 +24,7 @@
 
 #include <ev.h>
 
+#include "common/util.h"
 #include "node/foreign.h"
 #include "node/handoff.h"
 #include "node/remote.h"

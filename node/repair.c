@@ -228,7 +228,7 @@ static void repair_visit(void *arg, uint64_t id, const struct tmem_handle *h, bo
 
 static void repair_tick(struct ev_loop *loop, ev_timer *w, int revents)
 {
-	struct remote *r = (struct remote *)((char *)w - offsetof(struct remote, repair.timer));
+	struct remote *r = container_of(w, struct remote, repair.timer);
 	struct replica_table *t = zcache_replicas(r->z);
 	unsigned walked = 0;
 
