@@ -612,6 +612,63 @@ static void test_malformed_peer_frames(void **state)
 
 /* ---- replication and drain -------------------------------------------------------- */
 
+/*
+ * The store's room-wait policy (node/store.c), with real daemons: every peer
+ * drained, so remotify cannot make room. A batch of persistent puts into the
+ * full tier waits once (at most 0.5 s) and then refuses the rest of the batch
+ * at once; before the store layer the client waited 0.5 s for every page (a
+ * 64-page batch: 32 s). Counted, not timed: one wait and one refusal after
+ * waiting for the whole batch, every page -ENOSPC.
+ */
+static void test_full_tier_batch_waits_once(void **state)
+{
+	struct coll *c = *state;
+	ramster *r = harness_connect(&c->h[0]);
+	static unsigned char pages[64][PAGE];
+	struct ramster_iov v[64];
+	uint64_t i, k, waits, refused, t0;
+	int pool, rc = 64;
+
+	assert_non_null(r);
+	assert_int_equal(ramster_drain(r, 2, 1), 0);
+	assert_int_equal(ramster_drain(r, 3, 1), 0);
+	pool = ramster_pool_new(r, RAMSTER_PERSISTENT, NULL);
+	assert_true(pool >= 0);
+	/* fill the tier: batches until one is refused in part */
+	for (i = 0; rc == 64 && i < BIG * 4; i += 64) {
+		for (k = 0; k < 64; k++) {
+			v[k].oid = harness_oid(7, (i + k) / OBJ_PAGES);
+			v[k].index = (uint32_t)((i + k) % OBJ_PAGES);
+			v[k].page = pages[k];
+			harness_page_text(pages[k], 7 * 1000003 + i + k);
+		}
+		rc = ramster_putv(r, pool, v, 64);
+		assert_true(rc >= 0);
+	}
+	assert_true(rc < 64); /* the tier filled: nothing could go to the drained peers */
+	waits = stat_of(c, 0, "store_room_waits");
+	refused = stat_of(c, 0, "store_room_refused");
+	/* one more batch of new pages: one wait, then every page refused */
+	for (k = 0; k < 64; k++) {
+		v[k].oid = harness_oid(8, 0);
+		v[k].index = (uint32_t)k;
+		v[k].page = pages[k];
+		harness_page_text(pages[k], 8 * 1000003 + k);
+	}
+	t0 = harness_now_ms();
+	assert_int_equal(ramster_putv(r, pool, v, 64), 0);
+	fprintf(stderr, "a 64-page batch into a full tier answered in %llu ms\n",
+		(unsigned long long)(harness_now_ms() - t0));
+	for (k = 0; k < 64; k++)
+		assert_int_equal(v[k].result, -ENOSPC);
+	assert_int_equal(stat_of(c, 0, "store_room_waits"), waits + 1);
+	assert_int_equal(stat_of(c, 0, "store_room_refused"), refused + 1);
+	assert_int_equal(stat_of(c, 0, "node_put_room_refused") > 0, 1);
+	assert_int_equal(ramster_pool_destroy(r, pool), 0);
+	ramster_close(r);
+}
+
+
 static int setup_replicated(void **state)
 {
 	NODES = 4;
@@ -786,6 +843,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_wrong_secret_and_cluster, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_peer_frames, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_drain_then_kill_loses_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_full_tier_batch_waits_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_replicas_survive_two_deaths, setup_replicated,
 						teardown_replicated),
 	};
@@ -798,5 +856,7 @@ int main(void)
 		TRANSPORT = getenv("RAMSTER_TEST_TRANSPORT");
 	fprintf(stderr, "collective: transport %s, net %sN, node 1 local_mb %d, slow x%d\n",
 		TRANSPORT, NET, LOCAL_MB, SLOW);
+	if (getenv("RAMSTER_TEST_FILTER") && *getenv("RAMSTER_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("RAMSTER_TEST_FILTER")); /* e.g. "test_kill*" */
 	return cmocka_run_group_tests_name("collective", tests, NULL, NULL);
 }
