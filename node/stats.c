@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "node/clock.h"
+#include "node/notify.h"
 #include "node/stats.h"
 
 void stats_init(struct node_stats *s)
@@ -74,6 +75,7 @@ void stats_foreach(const struct node_stats *s, const struct pools *p, struct zca
 		snprintf(name, sizeof(name), "node_requests_%s", stats_op_name(op));
 		fn(arg, name, s->requests[op], "requests of this op");
 	}
+	notify_foreach_stat(fn, arg); /* systemd_*: sd_notify and the watchdog */
 	if (p) {
 		pools_count(p, &priv, &shared);
 		fn(arg, "node_pools_private", priv, "private pools now");
