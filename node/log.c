@@ -25,6 +25,7 @@
 #include "node/log.h"
 
 #define LOG_LINE_MAX 1024
+#define LOG_JOURNAL_SOCKET "/run/systemd/journal/socket" /* sd-journal's, fixed */
 
 static enum log_level log_level = LOG_INFO;
 
@@ -83,25 +84,39 @@ void log_set_node(const char *name)
 	snprintf(log_node, sizeof(log_node), "%s", name ? name : "");
 }
 
+/* Where lines go. */
+enum log_sink {
+	LOG_SINK_PLAIN,	  /* stderr, timestamped */
+	LOG_SINK_STREAM,  /* stderr is the journal's stream: "<N>" prefixes */
+	LOG_SINK_NATIVE,  /* native journal entries (sd_journal_send) */
+};
+
 /*
  * Is stderr the journal? systemd sets $JOURNAL_STREAM to the device and inode
  * of the stream it connected to stderr; a stderr redirected elsewhere (a
  * shell's 2>file inside a unit) keeps the variable but not the stream, so the
- * two are compared (systemd.exec(5)). Decided once, at the first line.
+ * two are compared (systemd.exec(5)). Native entries need journald's socket:
+ * sd_journal_send drops an entry silently when it is missing (ENOENT), so
+ * without it the stream keeps the lines. Decided once, at the first line.
  */
-static bool log_to_journal(void)
+static enum log_sink log_sink(void)
 {
-	static int journal = -1;
+	static int sink = -1;
 	unsigned long long dev, ino;
 	const char *env;
 	struct stat st;
 
-	if (journal >= 0)
-		return journal;
+	if (sink >= 0)
+		return (enum log_sink)sink;
 	env = getenv("JOURNAL_STREAM");
-	journal = env && sscanf(env, "%llu:%llu", &dev, &ino) == 2 && !fstat(STDERR_FILENO, &st) &&
-		  (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
-	return journal;
+	if (!env || sscanf(env, "%llu:%llu", &dev, &ino) != 2 || fstat(STDERR_FILENO, &st) ||
+	    (unsigned long long)st.st_dev != dev || (unsigned long long)st.st_ino != ino)
+		sink = LOG_SINK_PLAIN;
+	else if (stat(LOG_JOURNAL_SOCKET, &st) || !S_ISSOCK(st.st_mode))
+		sink = LOG_SINK_STREAM;
+	else
+		sink = LOG_SINK_NATIVE;
+	return (enum log_sink)sink;
 }
 
 /*
@@ -122,7 +137,7 @@ void log_msg(enum log_level level, const char *file, int line, const char *fmt, 
 {
 	char buf[LOG_LINE_MAX];
 	size_t n = 0, body, room = sizeof(buf) - 1; /* keep one byte for the newline */
-	bool journal = log_to_journal();
+	enum log_sink sink = log_sink();
 	struct timespec ts;
 	struct tm tm;
 	va_list ap;
@@ -130,9 +145,9 @@ void log_msg(enum log_level level, const char *file, int line, const char *fmt, 
 
 	if (level < log_level)
 		return;
-	if (journal) {
-		/* used only if the native entry cannot be sent: the journal timestamps
-		 * stream lines itself and reads a "<N>" prefix as the priority */
+	if (sink != LOG_SINK_PLAIN) {
+		/* the journal timestamps stream lines itself and reads a "<N>" prefix
+		 * as the priority (for a native entry: used only if it cannot be sent) */
 		r = snprintf(buf, room, "<%d>", log_prio[level]);
 	} else {
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -158,7 +173,7 @@ void log_msg(enum log_level level, const char *file, int line, const char *fmt, 
 		memcpy(buf + n - 3, "...", 3);
 	}
 	buf[n] = '\0';
-	if (journal && log_journal_send(level, file, line, buf + body) >= 0)
+	if (sink == LOG_SINK_NATIVE && log_journal_send(level, file, line, buf + body) >= 0)
 		return;
 	buf[n++] = '\n';
 	while (n) {
