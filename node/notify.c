@@ -148,6 +148,8 @@ int notify_ready(const struct client_env *env, const char *cluster)
 	if (!getenv("NOTIFY_SOCKET"))
 		return 0;
 	nt.on = true;
+	nt.stopping = false;
+	nt.last[0] = '\0';
 	nt.env = env;
 	snprintf(nt.cluster, sizeof(nt.cluster), "%s", cluster ? cluster : "");
 	r = sd_watchdog_enabled(0, &usec);
@@ -171,7 +173,7 @@ int notify_ready(const struct client_env *env, const char *cluster)
 	ev_timer_init(&nt.tick, notify_tick_cb, 0., tick / 1e6);
 	ev_timer_again(env->loop, &nt.tick);
 	if (nt.watchdog_usec)
-		log_info("watchdog: pinging systemd every %.0f ms (WatchdogSec %.1f s)", tick / 1e3,
+		log_info("watchdog: pinging systemd every %.0f ms (WatchdogSec %.3g s)", tick / 1e3,
 			 (double)nt.watchdog_usec / 1e6);
 	return r > 0 ? 0 : r ? r : -ENOTCONN;
 }

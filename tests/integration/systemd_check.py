@@ -16,11 +16,13 @@
 Exit 0 when every check holds; each failure is one line on stderr.
 """
 import os
+import queue
 import signal
 import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 FAILS = []
@@ -33,33 +35,55 @@ def check(cond, what):
     return cond
 
 
-def recv_all(sock, seconds):
+class Reader:
+    """The manager's end of a datagram socket, read all the time by a thread.
+
+    A Unix datagram queue holds only net.unix.max_dgram_qlen messages (often
+    10), and a sender whose manager does not read blocks in sendmsg, as it
+    would under a systemd that stopped reading: ramsterd's loop would stall
+    while this script waits on a ramsterctl that waits on that loop.
+    """
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.q = queue.Queue()
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        while True:
+            try:
+                data = self.sock.recv(1 << 20)
+            except OSError:
+                return
+            self.q.put(data)
+
+    def get(self, timeout):
+        try:
+            return self.q.get(timeout=max(timeout, 0))
+        except queue.Empty:
+            return None
+
+
+def recv_all(reader, seconds):
     """Every datagram that arrives within seconds, as decoded strings."""
     out = []
     end = time.monotonic() + seconds
     while True:
-        left = end - time.monotonic()
-        if left <= 0:
+        m = reader.get(end - time.monotonic())
+        if m is None:
             return out
-        sock.settimeout(left)
-        try:
-            out.append(sock.recv(65536).decode("utf-8", "replace"))
-        except socket.timeout:
-            return out
+        out.append(m.decode("utf-8", "replace"))
 
 
-def recv_until(sock, pred, seconds, got):
+def recv_until(reader, pred, seconds, got):
     """Append datagrams to got until pred(msg) holds for one; return it or None."""
     end = time.monotonic() + seconds
     while True:
-        left = end - time.monotonic()
-        if left <= 0:
+        m = reader.get(end - time.monotonic())
+        if m is None:
             return None
-        sock.settimeout(left)
-        try:
-            m = sock.recv(65536).decode("utf-8", "replace")
-        except socket.timeout:
-            return None
+        m = m.decode("utf-8", "replace")
         got.append(m)
         if pred(m):
             return m
@@ -117,6 +141,7 @@ def notify(binp, d):
     ns_path = os.path.join(d, "notify.sock")
     ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     ns.bind(ns_path)
+    rd = Reader(ns)
     key = os.path.join(d, "cluster.key")
     with open(key, "w") as f:
         f.write(subprocess.run([os.path.join(binp, "ramsterctl"), "genkey"],
@@ -139,7 +164,7 @@ def notify(binp, d):
     p2 = None
     try:
         got = []
-        ready = recv_until(ns, lambda m: ("READY", "1") in fields(m), 10, got)
+        ready = recv_until(rd, lambda m: ("READY", "1") in fields(m), 10, got)
         check(ready is not None, "READY=1 arrives")
         if ready is None:
             return
@@ -155,7 +180,7 @@ def notify(binp, d):
 
         # pings every half of WATCHDOG_USEC; the second node joins meanwhile
         p2 = start(binp, ["--config", conf, "--node", "n2"], {}, log2)
-        msgs = recv_all(ns, 2.0)
+        msgs = recv_all(rd, 2.0)
         pings = sum(1 for m in msgs if ("WATCHDOG", "1") in fields(m))
         print("     %d WATCHDOG=1 in 2.0 s (WATCHDOG_USEC %d: one every %d ms expected)" %
               (pings, wd_usec, wd_usec // 2000))
@@ -169,13 +194,13 @@ def notify(binp, d):
 
         # a stopped process (a stalled loop) sends nothing; it pings again once it runs
         os.kill(p1.pid, signal.SIGSTOP)
-        recv_all(ns, 0.05)  # what was in flight before the stop
-        stalled = recv_all(ns, 1.5)
+        recv_all(rd, 0.05)  # what was in flight before the stop
+        stalled = recv_all(rd, 1.5)
         spings = sum(1 for m in stalled if ("WATCHDOG", "1") in fields(m))
         check(spings == 0, "no WATCHDOG=1 while the loop is stalled (SIGSTOP): %d" % spings)
         os.kill(p1.pid, signal.SIGCONT)
         back = []
-        m = recv_until(ns, lambda x: ("WATCHDOG", "1") in fields(x), 2.0, back)
+        m = recv_until(rd, lambda x: ("WATCHDOG", "1") in fields(x), 2.0, back)
         check(m is not None, "WATCHDOG=1 again after SIGCONT")
 
         # drain: STATUS says so
@@ -183,20 +208,20 @@ def notify(binp, d):
         check(r.returncode == 0, "ramsterctl drain --no-wait (rc %d: %s)" %
               (r.returncode, r.stderr.strip()))
         got = []
-        m = recv_until(ns, lambda x: any(s.startswith("drained") or s.startswith("draining")
+        m = recv_until(rd, lambda x: any(s.startswith("drained") or s.startswith("draining")
                                          for s in status_of(x)), 3.0, got)
         check(m is not None, "STATUS says draining/drained after a drain (%s)" %
               (status_of(m) if m else [s for x in got for s in status_of(x)]))
         ctl(binp, s1, "undrain")
         got = []
-        m = recv_until(ns, lambda x: any(s.startswith("serving") for s in status_of(x)),
+        m = recv_until(rd, lambda x: any(s.startswith("serving") for s in status_of(x)),
                        3.0, got)
         check(m is not None, "STATUS says serving again after undrain")
 
         # SIGTERM: STOPPING=1 and a clean exit
         p1.send_signal(signal.SIGTERM)
         got = []
-        m = recv_until(ns, lambda x: ("STOPPING", "1") in fields(x), 5.0, got)
+        m = recv_until(rd, lambda x: ("STOPPING", "1") in fields(x), 5.0, got)
         check(m is not None and "stopping" in status_of(m),
               "STOPPING=1 with STATUS=stopping on SIGTERM")
         rc = p1.wait(10)
@@ -223,10 +248,14 @@ def notify(binp, d):
         p3.wait(10)
 
 
-def journal_entries(sock, seconds):
+def journal_entries(reader, seconds):
     """Native protocol datagrams (KEY=VALUE lines, or KEY\\n<le64 len>VALUE\\n) as dicts."""
     out = []
-    for raw in recv_raw(sock, seconds):
+    end = time.monotonic() + seconds
+    while True:
+        raw = reader.get(end - time.monotonic())
+        if raw is None:
+            return out
         e, i = {}, 0
         while i < len(raw):
             nl = raw.index(b"\n", i)
@@ -240,21 +269,6 @@ def journal_entries(sock, seconds):
                 e[line.decode()] = raw[nl + 9:nl + 9 + n].decode("utf-8", "replace")
                 i = nl + 9 + n + 1
         out.append(e)
-    return out
-
-
-def recv_raw(sock, seconds):
-    out = []
-    end = time.monotonic() + seconds
-    while True:
-        left = end - time.monotonic()
-        if left <= 0:
-            return out
-        sock.settimeout(left)
-        try:
-            out.append(sock.recv(1 << 20))
-        except socket.timeout:
-            return out
 
 
 def run_node(binp, d, name, stream_env):
@@ -286,11 +300,12 @@ def journal(binp, d):
     os.makedirs(jdir, exist_ok=True)
     js = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     js.bind(jpath)
+    jr = Reader(js)
 
     # 1. stderr is the journal stream: native entries, nothing on stderr
     ok, err = run_node(binp, d, "jn1", lambda st: "%d:%d" % (st.st_dev, st.st_ino))
     check(ok, "a node with JOURNAL_STREAM naming its stderr starts")
-    ents = journal_entries(js, 0.5)
+    ents = journal_entries(jr, 0.5)
     listen = [e for e in ents if "listening on" in e.get("MESSAGE", "")]
     check(len(listen) == 1, "the start line arrives as one native entry (%d entries)" % len(ents))
     if listen:
@@ -310,7 +325,7 @@ def journal(binp, d):
 
     # 2. JOURNAL_STREAM names another stream (stderr redirected in a unit): plain lines
     ok, err = run_node(binp, d, "jn2", lambda st: "%d:%d" % (st.st_dev, st.st_ino + 1))
-    ents = journal_entries(js, 0.3)
+    ents = journal_entries(jr, 0.3)
     check(ok and not ents, "JOURNAL_STREAM of another stream: no journal entries (%d)" % len(ents))
     check(" notice ramsterd " in err and err[:2] == "20",
           "... but timestamped stderr lines: %r" % err[:60])
