@@ -75,12 +75,12 @@ void stats_foreach(const struct node_stats *s, const struct pools *p, struct zca
 		snprintf(name, sizeof(name), "node_requests_%s", stats_op_name(op));
 		fn(arg, name, s->requests[op], "requests of this op");
 	}
-	notify_foreach_stat(fn, arg); /* systemd_*: sd_notify and the watchdog */
 	if (p) {
 		pools_count(p, &priv, &shared);
 		fn(arg, "node_pools_private", priv, "private pools now");
 		fn(arg, "node_pools_shared", shared, "shared pools now");
 	}
+	notify_foreach_stat(fn, arg); /* systemd_*: sd_notify and the watchdog */
 	if (z)
 		zcache_foreach_stat(z, fn, arg);
 }
