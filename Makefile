@@ -33,6 +33,8 @@ else
 CPPFLAGS += -DRAMSTER_RDMA=0
 RDMA_LIBS =
 endif
+# libsystemd: sd_notify and the watchdog (node/notify.c), the journal (node/log.c)
+SYSTEMD_LIBS = -lsystemd
 
 VERSION := 0.1.0
 CPPFLAGS += -DRAMSTER_VERSION=\"$(VERSION)\"
@@ -116,7 +118,7 @@ $(BUILD)/lib/libramster.so: $(LIB_OBJ) $(LIBWIRE_OBJ) lib/ramster.map
 # ---- programs ----------------------------------------------------------------
 $(BUILD)/bin/ramsterd: $(call obj,node/main.c) $(BUILD)/lib/libnode.a $(BUILD)/lib/libtier.a $(BUILD)/lib/libwire.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(RDMA_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(RDMA_LIBS) $(SYSTEMD_LIBS)
 $(BUILD)/bin/ramsterctl: $(call obj,tools/ramsterctl.c) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
@@ -133,7 +135,7 @@ $(BUILD)/bin/ramster-drill: $(call obj,tools/ramster-drill.c) $(BUILD)/lib/libra
 # ---- tests -------------------------------------------------------------------
 $(BUILD)/tests/unit/%: $(call obj,tests/unit/%.c) $(BUILD)/lib/libnode.a $(BUILD)/lib/libtier.a $(BUILD)/lib/libwire.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(RDMA_LIBS) $(TEST_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(RDMA_LIBS) $(SYSTEMD_LIBS) $(TEST_LIBS)
 $(BUILD)/tests/integration/%: $(call obj,tests/integration/%.c) $(call obj,tests/integration/harness.c) $(PAGEGEN_OBJ) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
@@ -171,7 +173,7 @@ fuzz:
 	  SAN="-fsanitize=fuzzer-no-link,address,undefined" fuzz-bins
 fuzz-bins: $(FUZZ_BIN)
 build-fuzz/fuzz_%: $(call obj,tests/fuzz/fuzz_%.c) $(BUILD)/lib/libwire.a $(BUILD)/lib/libnode.a $(BUILD)/lib/libtier.a
-	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LIBS) $(RDMA_LIBS)
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LIBS) $(RDMA_LIBS) $(SYSTEMD_LIBS)
 fuzz-run: fuzz
 	@for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p build-fuzz/corpus/$$n; \
 	  echo "fuzz: $$n for $(FUZZ_TIME)s"; \
@@ -187,7 +189,25 @@ bench: all
 demo: all
 	tools/demo.sh $(BUILD)/bin
 
+# ---- man pages (scdoc sources in man/) ---------------------------------------
+MAN_SRC   := $(wildcard man/*.scd)
+MAN_PAGES := $(patsubst man/%.scd,$(BUILD)/man/%,$(MAN_SRC))
+.PHONY: man uninstall
+all: $(MAN_PAGES)
+man: $(MAN_PAGES)
+$(BUILD)/man/%: man/%.scd | deps
+	@mkdir -p $(dir $@)
+	scdoc < $< > $@.tmp && mv $@.tmp $@
+
 # ---- install -----------------------------------------------------------------
+# Every file install puts is in INSTALLED (under $(DESTDIR)$(PREFIX)), so
+# uninstall removes exactly those, and no directory (others may share them).
+UNITDIR     := lib/systemd/system
+UNITS       := ramsterd.service ramsterd@.service
+INSTALLED = $(addprefix bin/,$(notdir $(BINS))) lib/libramster.a lib/libramster.so.0 \
+            lib/libramster.so include/ramster.h lib/pkgconfig/ramster.pc \
+            $(addprefix $(UNITDIR)/,$(UNITS)) lib/sysusers.d/ramster.conf \
+            $(foreach m,$(notdir $(MAN_PAGES)),share/man/man$(subst .,,$(suffix $(m)))/$(m))
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
@@ -197,6 +217,15 @@ install: all
 	install -m 644 include/ramster.h $(DESTDIR)$(PREFIX)/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' ramster.pc.in \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ramster.pc
+	install -d $(DESTDIR)$(PREFIX)/$(UNITDIR) $(DESTDIR)$(PREFIX)/lib/sysusers.d
+	for u in $(UNITS); do sed -e 's|@PREFIX@|$(PREFIX)|g' systemd/$$u.in \
+	  > $(DESTDIR)$(PREFIX)/$(UNITDIR)/$$u && chmod 644 $(DESTDIR)$(PREFIX)/$(UNITDIR)/$$u || exit 1; done
+	install -m 644 systemd/ramster.sysusers $(DESTDIR)$(PREFIX)/lib/sysusers.d/ramster.conf
+	for m in $(MAN_PAGES); do s=$${m##*.}; install -d $(DESTDIR)$(PREFIX)/share/man/man$$s && \
+	  install -m 644 $$m $(DESTDIR)$(PREFIX)/share/man/man$$s/ || exit 1; done
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/,$(INSTALLED))
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

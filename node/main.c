@@ -26,6 +26,7 @@
 #include "node/config.h"
 #include "node/log.h"
 #include "node/nbd.h"
+#include "node/notify.h"
 #include "node/pools.h"
 #include "node/spin.h"
 #include "node/stats.h"
@@ -175,6 +176,7 @@ struct main_node {
 static void main_stop_cb(struct ev_loop *loop, ev_signal *w, int revents)
 {
 	log_notice("%s received, stopping", w->signum == SIGTERM ? "SIGTERM" : "SIGINT");
+	notify_stopping(); /* STOPPING=1 to systemd */
 	spin_break(ev_userdata(loop)); /* the loop's driver (spin_create) */
 }
 
@@ -278,6 +280,8 @@ int main(int argc, char **argv)
 	zc.pers_mean_max_frac = cfg.pers_mean_max_frac;
 	zc.pers_mean_limit_frac = cfg.pers_mean_limit_frac;
 
+	log_set_node(name);
+	notify_status("starting node %s", name);
 	if (o.config)
 		config_shown = realpath(o.config, config_abs) ? config_abs : cfg.path;
 
@@ -365,10 +369,12 @@ int main(int argc, char **argv)
 	log_notice("ramsterd %s node %s listening on %s (local_mb %llu)", RAMSTER_VERSION, name,
 		   socket_path, (unsigned long long)zc.local_mb);
 
+	notify_ready(&n.env, cfg.cluster_name); /* READY=1, the watchdog's timer */
 	spin_run(n.spin);
 
 	/* ---- stop, in reverse ---- */
 	status = 0;
+	notify_stop();
 	n.env.spin = NULL;
 	spin_destroy(n.spin);
 stop_signals:

@@ -2,6 +2,10 @@
 # Install the Debian packages ramster needs to build, test and demo, if any
 # is missing. Needs root (apt-get) only when something must be installed.
 # Usage: tools/deps.sh [--check]   (--check: list what is missing, exit 1 if any)
+# libsystemd-dev: sd_notify and the journal; scdoc builds the man pages; man-db
+# (man --warnings) and systemd (systemd-analyze verify) are for the tests of
+# them: installing the systemd package in a container only adds files, it
+# starts nothing (its postinst does not run systemd when it is not PID 1).
 set -euo pipefail
 
 pkgs=(
@@ -11,6 +15,7 @@ pkgs=(
 	libibverbs-dev librdmacm-dev
 	iproute2 procps psmisc memcached
 	libnbd-bin python3-libnbd nbdkit fio qemu-utils socat
+	libsystemd-dev scdoc man-db systemd
 )
 
 missing=()
