@@ -6,7 +6,7 @@ set -euo pipefail
 
 pkgs=(
 	build-essential pkg-config clang
-	liblzo2-dev libev-dev libprotobuf-c-dev protobuf-c-compiler
+	liblzo2-dev liblz4-dev libev-dev libprotobuf-c-dev protobuf-c-compiler
 	libsodium-dev libinih-dev libcmocka-dev
 	libibverbs-dev librdmacm-dev
 	iproute2 procps psmisc memcached
