@@ -272,6 +272,10 @@ int main(int argc, char **argv)
 	zc.pers_max_frac = cfg.pers_max_frac;
 	zc.pers_mean_max_frac = cfg.pers_mean_max_frac;
 	zc.pers_mean_limit_frac = cfg.pers_mean_limit_frac;
+	if (self) {
+		zc.allocator = (enum zalloc_kind)self->allocator;
+		zc.compressor = (enum compress_algo)self->compressor;
+	}
 
 	if (o.config)
 		config_shown = realpath(o.config, config_abs) ? config_abs : cfg.path;

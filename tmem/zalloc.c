@@ -21,19 +21,24 @@ static void zb_destroy(void *a)
 }
 
 static int zb_store(void *a, bool pers, const void *data, unsigned len, struct zbud_ref ref,
-		    uint32_t *handle)
+		    uint64_t *handle)
 {
-	return zbud_store(a, pers, data, len, ref, handle);
+	uint32_t h;
+	int ret = zbud_store(a, pers, data, len, ref, &h);
+
+	*handle = h;
+	return ret;
 }
 
-static const void *zb_data(const void *a, uint32_t handle, unsigned *len)
+/* A handle past 32 bits is none of zbud's: no data, a bad release. */
+static const void *zb_data(const void *a, uint64_t handle, unsigned *len)
 {
-	return zbud_data(a, handle, len);
+	return zbud_data(a, handle > UINT32_MAX ? UINT32_MAX : (uint32_t)handle, len);
 }
 
-static void zb_release(void *a, uint32_t handle)
+static void zb_release(void *a, uint64_t handle)
 {
-	zbud_release(a, handle);
+	zbud_release(a, handle > UINT32_MAX ? UINT32_MAX : (uint32_t)handle);
 }
 
 static int zb_zombify_lru(void *a, bool pers, struct zalloc_victim *v)
@@ -104,17 +109,17 @@ static void zd_destroy(void *a)
 }
 
 static int zd_store(void *a, bool pers, const void *data, unsigned len, struct zbud_ref ref,
-		    uint32_t *handle)
+		    uint64_t *handle)
 {
 	return zdense_store(a, pers, data, len, ref, handle);
 }
 
-static const void *zd_data(const void *a, uint32_t handle, unsigned *len)
+static const void *zd_data(const void *a, uint64_t handle, unsigned *len)
 {
 	return zdense_data(a, handle, len);
 }
 
-static void zd_release(void *a, uint32_t handle)
+static void zd_release(void *a, uint64_t handle)
 {
 	zdense_release(a, handle);
 }

@@ -28,7 +28,7 @@ struct zalloc_victim {
 	uint32_t frame;             /* names the zombie for zombie_done */
 	unsigned frames;            /* 4096-byte frames it spans */
 	unsigned n;                 /* live pages in it */
-	uint32_t handle[ZALLOC_VICTIM_MAX];
+	uint64_t handle[ZALLOC_VICTIM_MAX];
 	struct zbud_ref ref[ZALLOC_VICTIM_MAX];
 	unsigned len[ZALLOC_VICTIM_MAX];
 };
@@ -47,16 +47,20 @@ struct zalloc_stats {
 	uint64_t bad_handles;   /* releases of bad or dead handles, ignored (a bug) */
 };
 
-/* The calls, with zbud.h's contracts (see there), on either allocator. */
+/*
+ * The calls, with zbud.h's contracts (see there), on either allocator. A
+ * handle is below 2^62 (zbud's fit 32 bits, zdense's 38), so the tier's
+ * descriptor carries it beside its two kind bits.
+ */
 struct zalloc_ops {
 	const char *name;
 	unsigned max_len;       /* the largest page it stores */
 	void *(*create)(uint32_t max_frames);
 	void (*destroy)(void *a);
 	int (*store)(void *a, bool pers, const void *data, unsigned len, struct zbud_ref ref,
-		     uint32_t *handle);
-	const void *(*data)(const void *a, uint32_t handle, unsigned *len);
-	void (*release)(void *a, uint32_t handle);
+		     uint64_t *handle);
+	const void *(*data)(const void *a, uint64_t handle, unsigned *len);
+	void (*release)(void *a, uint64_t handle);
 	int (*zombify_lru)(void *a, bool pers, struct zalloc_victim *v);
 	void (*zombie_done)(void *a, uint32_t frame);
 	void (*get_stats)(void *a, struct zalloc_stats *s);

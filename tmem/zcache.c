@@ -4,7 +4,7 @@
  *
  * A descriptor (pampd) is one 64-bit word: the low 2 bits say what it is
  * (a page in a frame, a zero-filled page; the collective adds remote pages),
- * the high 32 bits carry the allocator's handle. Eviction eats the least recently used
+ * the rest carries the allocator's handle. Eviction eats the least recently used
  * ephemeral frame through tmem_replace() with trylock, so it never waits on
  * a bucket while the put that needs the room holds its own (tmem.h).
  */
@@ -25,14 +25,14 @@
 enum pampd_kind { PAMPD_ZBUD = 1, PAMPD_ZERO = 2, PAMPD_REMOTE = 3 };
 
 /*
- * ZBUD:   bits 32..63 the allocator's handle (zbud or zdense).
+ * ZBUD:   bits 2..63 the allocator's handle (zbud or zdense).
  * REMOTE: bit 29 clear: one holder: bits 2..7 node - 1, 8..15 epoch,
  *         16..28 compressed length, 32..63 checksum;
  *         bit 29 set: several holders: the rest is a replica table id.
  */
 #define PAMPD_KIND(p) ((unsigned)((p)&3u))
-#define PAMPD_HANDLE(p) ((uint32_t)((p) >> 32))
-#define PAMPD_MAKE_ZBUD(h) (((uint64_t)(h) << 32) | PAMPD_ZBUD)
+#define PAMPD_HANDLE(p) ((p) >> 2)
+#define PAMPD_MAKE_ZBUD(h) (((uint64_t)(h) << 2) | PAMPD_ZBUD)
 #define PAMPD_MAKE_ZERO ((uint64_t)PAMPD_ZERO)
 #define PAMPD_REC_BIT (1ull << 29)
 #define PAMPD_IS_REC(p) (PAMPD_KIND(p) == PAMPD_REMOTE && ((p)&PAMPD_REC_BIT))
@@ -162,7 +162,7 @@ static int zcache_create_pampd(void *ctx, bool pers, const void *page, struct tm
 {
 	struct zcache *z = ctx;
 	uint64_t npers, mean = 0;
-	uint32_t handle;
+	uint64_t handle;
 	unsigned tries;
 	int len, ret;
 
@@ -410,7 +410,7 @@ static int zcache_home_fn(void *arg, struct tmem_ref ref, bool pers, uint64_t *p
 	struct home_ctx *c = arg;
 	struct zcache *z = c->z;
 	struct zalloc_stats zs;
-	uint32_t handle;
+	uint64_t handle;
 
 	if (*pampd != c->expect)
 		return 0; /* changed meanwhile: the new page is not ours to touch */

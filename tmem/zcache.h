@@ -136,7 +136,7 @@ struct zcache_out_page {
 	struct tmem_handle h;   /* valid when resolved */
 	bool resolved;          /* false: the object went away meanwhile */
 	bool pers;
-	uint32_t handle;        /* the allocator's handle */
+	uint64_t handle;        /* the allocator's handle */
 	const void *data;       /* compressed bytes (in the zombie frame) */
 	unsigned len;
 	uint32_t checksum;

@@ -396,12 +396,17 @@ void zdense_destroy(struct zdense *zd)
 
 /* ---- store / data / release --------------------------------------------- */
 
-#define ZD_HANDLE(b, slot) (((uint32_t)(b) << 7) | (uint32_t)(slot))
-#define ZD_HANDLE_BLOCK(h) ((uint32_t)(h) >> 7)
+#define ZD_HANDLE(b, slot) (((uint64_t)(b) << 7) | (uint64_t)(slot))
 #define ZD_HANDLE_SLOT(h) ((unsigned)(h) & 127u)
 
+/* @return the block of a handle, or ZD_NIL when it names none (past 31 bits). */
+static uint32_t zd_handle_block(uint64_t h)
+{
+	return (h >> 7) >= ZDENSE_UNITS_LIMIT ? ZD_NIL : (uint32_t)(h >> 7);
+}
+
 int zdense_store(struct zdense *zd, bool pers, const void *data, unsigned len,
-		 struct zbud_ref ref, uint32_t *handle)
+		 struct zbud_ref ref, uint64_t *handle)
 {
 	struct zd_block *m;
 	unsigned cls, slot;
@@ -445,9 +450,9 @@ int zdense_store(struct zdense *zd, bool pers, const void *data, unsigned len,
 	return 0;
 }
 
-const void *zdense_data(const struct zdense *zd, uint32_t handle, unsigned *len)
+const void *zdense_data(const struct zdense *zd, uint64_t handle, unsigned *len)
 {
-	uint32_t b = ZD_HANDLE_BLOCK(handle);
+	uint32_t b = zd_handle_block(handle);
 	const unsigned char *s;
 	unsigned l;
 
@@ -463,9 +468,9 @@ const void *zdense_data(const struct zdense *zd, uint32_t handle, unsigned *len)
 	return l ? s + ZDENSE_HDR : NULL;
 }
 
-void zdense_release(struct zdense *zd, uint32_t handle)
+void zdense_release(struct zdense *zd, uint64_t handle)
 {
-	uint32_t b = ZD_HANDLE_BLOCK(handle);
+	uint32_t b = zd_handle_block(handle);
 	unsigned slot = ZD_HANDLE_SLOT(handle), v;
 	struct zd_block *m;
 	unsigned char *s;

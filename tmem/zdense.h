@@ -40,12 +40,12 @@
 #define ZDENSE_SLOTS_MAX ZALLOC_VICTIM_MAX /* slots of one block, at most (7 bits) */
 /* The largest page: as zbud's, so both refuse the same pages. */
 #define ZDENSE_MAX_LEN ZBUD_BUDDY_MAX
-/* Blocks are numbered in 25 bits (a handle is block << 7 | slot). */
-#define ZDENSE_UNITS_LIMIT (1u << 25)
+/* Blocks are numbered in 31 bits (a handle is block << 7 | slot: 38 bits). */
+#define ZDENSE_UNITS_LIMIT (UINT32_MAX >> 1)
 
 struct zdense;
 
-/* @return an allocator of at most max_frames frames (1..2^25), or NULL with errno set. */
+/* @return an allocator of at most max_frames frames (1..2^31-1), or NULL with errno set. */
 struct zdense *zdense_create(uint32_t max_frames);
 
 /* Free the allocator and every frame. NULL ok. No other call may be running. */
@@ -58,13 +58,13 @@ void zdense_destroy(struct zdense *zd);
  * slot and a new block would pass the budget; -EINVAL on a bad len.
  */
 int zdense_store(struct zdense *zd, bool pers, const void *data, unsigned len,
-		 struct zbud_ref ref, uint32_t *handle);
+		 struct zbud_ref ref, uint64_t *handle);
 
 /* The bytes of a live page (or of a zombie's page), and their length; NULL if none. */
-const void *zdense_data(const struct zdense *zd, uint32_t handle, unsigned *len);
+const void *zdense_data(const struct zdense *zd, uint64_t handle, unsigned *len);
 
 /* Release a page; a bad or dead handle is ignored and counted. */
-void zdense_release(struct zdense *zd, uint32_t handle);
+void zdense_release(struct zdense *zd, uint64_t handle);
 
 /* Take the least recently used block of a kind as a zombie. @return 0 or -ENOENT. */
 int zdense_zombify_lru(struct zdense *zd, bool pers, struct zalloc_victim *v);
