@@ -84,16 +84,16 @@ static void zb_get_stats(void *a, struct zalloc_stats *s)
 }
 
 static const struct zalloc_ops zbud_ops = {
-	.name = "zbud",
-	.max_len = ZBUD_BUDDY_MAX,
-	.create = zb_create,
-	.destroy = zb_destroy,
-	.store = zb_store,
-	.data = zb_data,
-	.release = zb_release,
-	.zombify_lru = zb_zombify_lru,
-	.zombie_done = zb_zombie_done,
-	.get_stats = zb_get_stats,
+    .name = "zbud",
+    .max_len = ZBUD_BUDDY_MAX,
+    .create = zb_create,
+    .destroy = zb_destroy,
+    .store = zb_store,
+    .data = zb_data,
+    .release = zb_release,
+    .zombify_lru = zb_zombify_lru,
+    .zombie_done = zb_zombie_done,
+    .get_stats = zb_get_stats,
 };
 
 /* ---- zdense ------------------------------------------------------------- */
@@ -140,16 +140,16 @@ static void zd_get_stats(void *a, struct zalloc_stats *s)
 }
 
 static const struct zalloc_ops zdense_ops = {
-	.name = "dense",
-	.max_len = ZDENSE_MAX_LEN,
-	.create = zd_create,
-	.destroy = zd_destroy,
-	.store = zd_store,
-	.data = zd_data,
-	.release = zd_release,
-	.zombify_lru = zd_zombify_lru,
-	.zombie_done = zd_zombie_done,
-	.get_stats = zd_get_stats,
+    .name = "dense",
+    .max_len = ZDENSE_MAX_LEN,
+    .create = zd_create,
+    .destroy = zd_destroy,
+    .store = zd_store,
+    .data = zd_data,
+    .release = zd_release,
+    .zombify_lru = zd_zombify_lru,
+    .zombie_done = zd_zombie_done,
+    .get_stats = zd_get_stats,
 };
 
 /* ---- choice ------------------------------------------------------------- */

@@ -25,9 +25,9 @@ enum zalloc_kind { ZALLOC_DENSE = 0, ZALLOC_ZBUD = 1 };
 
 /* What a zombify took: the unit's live pages (handles, back-references, lengths). */
 struct zalloc_victim {
-	uint32_t frame;             /* names the zombie for zombie_done */
-	unsigned frames;            /* 4096-byte frames it spans */
-	unsigned n;                 /* live pages in it */
+	uint32_t frame;	 /* names the zombie for zombie_done */
+	unsigned frames; /* 4096-byte frames it spans */
+	unsigned n;	 /* live pages in it */
 	uint64_t handle[ZALLOC_VICTIM_MAX];
 	struct zbud_ref ref[ZALLOC_VICTIM_MAX];
 	unsigned len[ZALLOC_VICTIM_MAX];
@@ -35,16 +35,16 @@ struct zalloc_victim {
 
 /* Figures of either allocator. */
 struct zalloc_stats {
-	uint64_t frames;        /* frames in use, zombies included (the budget's count) */
+	uint64_t frames; /* frames in use, zombies included (the budget's count) */
 	uint64_t frames_eph;
 	uint64_t frames_pers;
-	uint64_t frames_touched;/* frames whose memory was ever faulted in and is kept */
-	uint64_t zombies;       /* units (frames or blocks) held as zombies */
-	uint64_t objects;       /* live compressed pages */
-	uint64_t bytes;         /* their compressed bytes */
-	uint64_t max_frames;    /* the budget */
-	uint64_t meta_bytes;    /* bookkeeping RAM beyond the frames */
-	uint64_t bad_handles;   /* releases of bad or dead handles, ignored (a bug) */
+	uint64_t frames_touched; /* frames whose memory was ever faulted in and is kept */
+	uint64_t zombies;	 /* units (frames or blocks) held as zombies */
+	uint64_t objects;	 /* live compressed pages */
+	uint64_t bytes;		 /* their compressed bytes */
+	uint64_t max_frames;	 /* the budget */
+	uint64_t meta_bytes;	 /* bookkeeping RAM beyond the frames */
+	uint64_t bad_handles;	 /* releases of bad or dead handles, ignored (a bug) */
 };
 
 /*
@@ -54,7 +54,7 @@ struct zalloc_stats {
  */
 struct zalloc_ops {
 	const char *name;
-	unsigned max_len;       /* the largest page it stores */
+	unsigned max_len; /* the largest page it stores */
 	void *(*create)(uint32_t max_frames);
 	void (*destroy)(void *a);
 	int (*store)(void *a, bool pers, const void *data, unsigned len, struct zbud_ref ref,

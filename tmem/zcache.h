@@ -2,10 +2,11 @@
  * zcache.h - the local tier: tmem's data side on compressed frames.
  *
  * A put is compressed (LZO1X-1, or LZ4: compressor) and stored by the
- * allocator the config names (zdense, the default, or zbud: tmem/zalloc.h); a zero-filled page takes no frame; a poorly
- * compressible page is refused. Within the budget (local_mb) a put takes
- * space in an unbuddied frame or a free one; when none is left, it eats the
- * least recently used ephemeral frame (evicting its pages). Persistent data
+ * allocator the config names (zdense, the default, or zbud: tmem/zalloc.h);
+ * a zero-filled page takes no frame; a poorly compressible page is refused.
+ * Within the budget (local_mb) a put takes space in a frame with room or a
+ * free one; when none is left, it eats the least recently used ephemeral
+ * frame (a zdense block: all its pages are evicted). Persistent data
  * is never evicted: with no ephemeral frame left, the put is refused.
  *
  * The descriptor (pampd) of a page is one 64-bit word, encoded here only.

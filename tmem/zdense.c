@@ -18,19 +18,19 @@
 
 /* ---- size classes ------------------------------------------------------- */
 
-#define ZD_NIL UINT32_MAX
-#define ZD_SLOT_NIL 0xffu
-#define ZD_MIN_SLOT 32
-#define ZD_MAX_SLOT (((ZDENSE_MAX_LEN + ZDENSE_HDR) + ZDENSE_STEP - 1) / ZDENSE_STEP * ZDENSE_STEP)
-#define ZD_NSIZES ((ZD_MAX_SLOT - ZD_MIN_SLOT) / ZDENSE_STEP + 1)
+#define ZD_NIL	      UINT32_MAX
+#define ZD_SLOT_NIL   0xffu
+#define ZD_MIN_SLOT   32
+#define ZD_MAX_SLOT   (((ZDENSE_MAX_LEN + ZDENSE_HDR) + ZDENSE_STEP - 1) / ZDENSE_STEP * ZDENSE_STEP)
+#define ZD_NSIZES     ((ZD_MAX_SLOT - ZD_MIN_SLOT) / ZDENSE_STEP + 1)
 #define ZD_UNIT_BYTES ((size_t)ZDENSE_UNIT_FRAMES * ZDENSE_FRAME_SIZE)
 
 _Static_assert(ZDENSE_SLOTS_MAX <= 128, "a slot index must fit 7 bits");
 
 struct zd_class {
-	uint16_t slot;              /* bytes a slot, header included */
-	uint8_t frames;             /* a block's frames */
-	uint8_t slots;              /* a block's slots */
+	uint16_t slot;	/* bytes a slot, header included */
+	uint8_t frames; /* a block's frames */
+	uint8_t slots;	/* a block's slots */
 };
 
 static struct zd_class zd_classes[ZD_NSIZES]; /* merged: only [0, zd_nclasses) used */
@@ -67,7 +67,7 @@ static void zd_classes_init(void)
 				bwaste = waste;
 			}
 		}
-		best[i] = (struct zd_class){ (uint16_t)slot, (uint8_t)bk, (uint8_t)bn };
+		best[i] = (struct zd_class){(uint16_t)slot, (uint8_t)bk, (uint8_t)bn};
 	}
 	/* merge from the largest size down; class numbers are then reversed */
 	c = -1;
@@ -107,14 +107,14 @@ int zdense_class_of(unsigned len, struct zdense_class *c)
 
 enum { ZD_PREV, ZD_NEXT };
 
-#define ZB_USED   0x01          /* block in use (its frames count against the budget) */
-#define ZB_PERS   0x02          /* holds persistent pages */
-#define ZB_ZOMBIE 0x04
-#define ZB_ON_LRU 0x08
+#define ZB_USED	   0x01 /* block in use (its frames count against the budget) */
+#define ZB_PERS	   0x02 /* holds persistent pages */
+#define ZB_ZOMBIE  0x04
+#define ZB_ON_LRU  0x08
 #define ZB_ON_PART 0x10
 
 /* Slot header: le16 length|flags, then the back-reference (objno, index). */
-#define ZS_DEAD 0x8000u         /* a zombie's released page: bytes kept */
+#define ZS_DEAD	    0x8000u /* a zombie's released page: bytes kept */
 #define ZS_LEN_MASK 0x1fffu
 
 /* Per-unit metadata: 24 bytes. The LRU links double as the free-unit links. */
@@ -123,11 +123,11 @@ struct zd_block {
 	uint32_t part[2];
 	uint16_t cls;
 	uint8_t flags;
-	uint8_t touched;            /* frames of the unit faulted in (kept in RAM) */
-	uint8_t nlive;              /* live pages */
-	uint8_t ndead;              /* a zombie's released pages */
-	uint8_t ninit;              /* slots ever handed out since the block began */
-	uint8_t free_head;          /* first free slot below ninit, or ZD_SLOT_NIL */
+	uint8_t touched;   /* frames of the unit faulted in (kept in RAM) */
+	uint8_t nlive;	   /* live pages */
+	uint8_t ndead;	   /* a zombie's released pages */
+	uint8_t ninit;	   /* slots ever handed out since the block began */
+	uint8_t free_head; /* first free slot below ninit, or ZD_SLOT_NIL */
 };
 
 _Static_assert(sizeof(struct zd_block) <= 24, "block metadata must stay small");
@@ -138,14 +138,14 @@ struct zd_list {
 
 struct zdense {
 	pthread_mutex_t lock;
-	uint32_t max_frames;        /* the budget */
-	uint32_t max_units;         /* units reserved (one per frame of the budget) */
-	uint32_t top;               /* units ever used */
-	unsigned char *mem;         /* max_units * ZD_UNIT_BYTES, NORESERVE */
-	struct zd_block *blk;       /* max_units entries, NORESERVE */
+	uint32_t max_frames;  /* the budget */
+	uint32_t max_units;   /* units reserved (one per frame of the budget) */
+	uint32_t top;	      /* units ever used */
+	unsigned char *mem;   /* max_units * ZD_UNIT_BYTES, NORESERVE */
+	struct zd_block *blk; /* max_units entries, NORESERVE */
 	uint32_t free_units[ZDENSE_UNIT_FRAMES + 1]; /* [frames faulted in], LIFO */
 	struct zd_list lru[2];
-	struct zd_list *part[2];    /* [pers][class] */
+	struct zd_list *part[2]; /* [pers][class] */
 	uint64_t frames_used, frames_kind[2], frames_touched;
 	uint64_t zombies, objects, bytes, bad_handles;
 };
@@ -365,9 +365,9 @@ struct zdense *zdense_create(uint32_t max_frames)
 	for (i = 0; i <= ZDENSE_UNIT_FRAMES; i++)
 		zd->free_units[i] = ZD_NIL;
 	for (k = 0; k < 2; k++) {
-		zd->lru[k] = (struct zd_list){ ZD_NIL, ZD_NIL };
+		zd->lru[k] = (struct zd_list){ZD_NIL, ZD_NIL};
 		for (i = 0; i < zd_nclasses; i++)
-			zd->part[k][i] = (struct zd_list){ ZD_NIL, ZD_NIL };
+			zd->part[k][i] = (struct zd_list){ZD_NIL, ZD_NIL};
 	}
 	return zd;
 
@@ -397,7 +397,7 @@ void zdense_destroy(struct zdense *zd)
 /* ---- store / data / release --------------------------------------------- */
 
 #define ZD_HANDLE(b, slot) (((uint64_t)(b) << 7) | (uint64_t)(slot))
-#define ZD_HANDLE_SLOT(h) ((unsigned)(h) & 127u)
+#define ZD_HANDLE_SLOT(h)  ((unsigned)(h)&127u)
 
 /* @return the block of a handle, or ZD_NIL when it names none (past 31 bits). */
 static uint32_t zd_handle_block(uint64_t h)
@@ -405,8 +405,8 @@ static uint32_t zd_handle_block(uint64_t h)
 	return (h >> 7) >= ZDENSE_UNITS_LIMIT ? ZD_NIL : (uint32_t)(h >> 7);
 }
 
-int zdense_store(struct zdense *zd, bool pers, const void *data, unsigned len,
-		 struct zbud_ref ref, uint64_t *handle)
+int zdense_store(struct zdense *zd, bool pers, const void *data, unsigned len, struct zbud_ref ref,
+		 uint64_t *handle)
 {
 	struct zd_block *m;
 	unsigned cls, slot;

@@ -33,11 +33,11 @@
 #include "tmem/zalloc.h"
 #include "tmem/zbud.h"
 
-#define ZDENSE_FRAME_SIZE 4096
-#define ZDENSE_UNIT_FRAMES 4          /* the largest block, in frames */
-#define ZDENSE_STEP 16                /* class granularity, bytes */
-#define ZDENSE_HDR 10                 /* per-slot header: length + back-reference */
-#define ZDENSE_SLOTS_MAX ZALLOC_VICTIM_MAX /* slots of one block, at most (7 bits) */
+#define ZDENSE_FRAME_SIZE  4096
+#define ZDENSE_UNIT_FRAMES 4		     /* the largest block, in frames */
+#define ZDENSE_STEP	   16		     /* class granularity, bytes */
+#define ZDENSE_HDR	   10		     /* per-slot header: length + back-reference */
+#define ZDENSE_SLOTS_MAX   ZALLOC_VICTIM_MAX /* slots of one block, at most (7 bits) */
 /* The largest page: as zbud's, so both refuse the same pages. */
 #define ZDENSE_MAX_LEN ZBUD_BUDDY_MAX
 /* Blocks are numbered in 31 bits (a handle is block << 7 | slot: 38 bits). */
@@ -57,8 +57,8 @@ void zdense_destroy(struct zdense *zd);
  * @return 0 with *handle set; -ENOSPC when no block of its class has a free
  * slot and a new block would pass the budget; -EINVAL on a bad len.
  */
-int zdense_store(struct zdense *zd, bool pers, const void *data, unsigned len,
-		 struct zbud_ref ref, uint64_t *handle);
+int zdense_store(struct zdense *zd, bool pers, const void *data, unsigned len, struct zbud_ref ref,
+		 uint64_t *handle);
 
 /* The bytes of a live page (or of a zombie's page), and their length; NULL if none. */
 const void *zdense_data(const struct zdense *zd, uint64_t handle, unsigned *len);

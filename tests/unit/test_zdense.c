@@ -32,7 +32,7 @@ static void fill(unsigned char *buf, unsigned len, uint32_t seed)
 static uint64_t put(struct zdense *zd, bool pers, unsigned len, uint32_t seed)
 {
 	unsigned char buf[ZDENSE_MAX_LEN];
-	struct zbud_ref ref = { seed, seed + 1 };
+	struct zbud_ref ref = {seed, seed + 1};
 	uint64_t h = UINT64_MAX;
 
 	fill(buf, len, seed);
@@ -66,7 +66,7 @@ static struct zalloc_stats stats(struct zdense *zd)
 
 static void test_bad_args(void **state)
 {
-	unsigned char buf[ZDENSE_MAX_LEN + 1] = { 0 };
+	unsigned char buf[ZDENSE_MAX_LEN + 1] = {0};
 	struct zdense *zd;
 	uint64_t h;
 
@@ -77,10 +77,9 @@ static void test_bad_args(void **state)
 	zdense_destroy(NULL);
 	zd = zdense_create(4);
 	assert_non_null(zd);
-	assert_int_equal(zdense_store(zd, false, buf, 0, (struct zbud_ref){ 1, 2 }, &h), -EINVAL);
-	assert_int_equal(zdense_store(zd, false, buf, ZDENSE_MAX_LEN + 1, (struct zbud_ref){ 1, 2 },
-				      &h),
-			 -EINVAL);
+	assert_int_equal(zdense_store(zd, false, buf, 0, (struct zbud_ref){1, 2}, &h), -EINVAL);
+	assert_int_equal(
+	    zdense_store(zd, false, buf, ZDENSE_MAX_LEN + 1, (struct zbud_ref){1, 2}, &h), -EINVAL);
 	assert_int_equal(stats(zd).objects, 0);
 	zdense_destroy(zd);
 }
@@ -256,7 +255,7 @@ static void test_bad_handles(void **state)
 	uint64_t h = put(zd, false, 100, 1);
 	unsigned len = 7;
 
-	zdense_release(zd, h + 1);          /* a slot never handed out */
+	zdense_release(zd, h + 1);	     /* a slot never handed out */
 	zdense_release(zd, (200u << 7) | 3); /* a block past the top */
 	zdense_release(zd, UINT64_MAX);
 	assert_int_equal(stats(zd).bad_handles, 3);
@@ -280,23 +279,23 @@ static void test_budget(void **state)
 	unsigned n = 0, i;
 
 	memset(buf, 1, sizeof(buf));
-	while (zdense_store(zd, true, buf, 2000, (struct zbud_ref){ 1, n }, &h[n]) == 0)
+	while (zdense_store(zd, true, buf, 2000, (struct zbud_ref){1, n}, &h[n]) == 0)
 		n++;
 	s = stats(zd);
 	assert_true(s.frames <= 16);
 	assert_true(n >= 30); /* two a frame, less a partial block */
 	/* a smaller class still fits where frames remain, then nothing does */
-	for (i = 0; i < 4096 && zdense_store(zd, false, buf, 100, (struct zbud_ref){ 2, i },
-					     &h[n + 0]) == 0;
+	for (i = 0;
+	     i < 4096 && zdense_store(zd, false, buf, 100, (struct zbud_ref){2, i}, &h[n + 0]) == 0;
 	     i++)
 		;
 	assert_true(stats(zd).frames <= 16);
-	assert_int_equal(zdense_store(zd, true, buf, 2000, (struct zbud_ref){ 1, 0 }, &h[n]),
+	assert_int_equal(zdense_store(zd, true, buf, 2000, (struct zbud_ref){1, 0}, &h[n]),
 			 -ENOSPC);
 	/* releasing a whole block's pages makes room again */
 	for (i = 0; i < n; i++)
 		zdense_release(zd, h[i]);
-	assert_int_equal(zdense_store(zd, true, buf, 2000, (struct zbud_ref){ 1, 0 }, &h[0]), 0);
+	assert_int_equal(zdense_store(zd, true, buf, 2000, (struct zbud_ref){1, 0}, &h[0]), 0);
 	zdense_destroy(zd);
 }
 
@@ -362,8 +361,8 @@ static void *worker_main(void *arg)
 			len[k] = 1 + (x >> 4) % ZDENSE_MAX_LEN;
 			seed[k] = x;
 			fill(buf, len[k], seed[k]);
-			if (zdense_store(w->zd, w->id & 1, buf, len[k],
-					 (struct zbud_ref){ w->id, k }, &h[k]))
+			if (zdense_store(w->zd, w->id & 1, buf, len[k], (struct zbud_ref){w->id, k},
+					 &h[k]))
 				len[k] = 0; /* full: fine */
 		}
 	}
@@ -382,7 +381,7 @@ static void test_threads(void **state)
 	unsigned i;
 
 	for (i = 0; i < 4; i++) {
-		w[i] = (struct worker){ zd, i, 0 };
+		w[i] = (struct worker){zd, i, 0};
 		assert_int_equal(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
 	}
 	for (i = 0; i < 4; i++) {
@@ -399,16 +398,16 @@ static void test_threads(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_bad_args),
-		cmocka_unit_test(test_classes),
-		cmocka_unit_test(test_round_trip_every_size),
-		cmocka_unit_test(test_density),
-		cmocka_unit_test(test_kinds_apart_and_lru),
-		cmocka_unit_test(test_zombie_keeps_bytes),
-		cmocka_unit_test(test_bad_handles),
-		cmocka_unit_test(test_budget),
-		cmocka_unit_test(test_frames_reused),
-		cmocka_unit_test(test_threads),
+	    cmocka_unit_test(test_bad_args),
+	    cmocka_unit_test(test_classes),
+	    cmocka_unit_test(test_round_trip_every_size),
+	    cmocka_unit_test(test_density),
+	    cmocka_unit_test(test_kinds_apart_and_lru),
+	    cmocka_unit_test(test_zombie_keeps_bytes),
+	    cmocka_unit_test(test_bad_handles),
+	    cmocka_unit_test(test_budget),
+	    cmocka_unit_test(test_frames_reused),
+	    cmocka_unit_test(test_threads),
 	};
 
 	return cmocka_run_group_tests_name("zdense", tests, NULL, NULL);
