@@ -656,7 +656,8 @@ static uint64_t foreign_ram(const struct foreign *f)
 
 	for (i = 1; i <= CONFIG_NODES_MAX; i++) {
 		if (f->owners[i].arena)
-			ram += arena_chunks(f->owners[i].arena) * (uint64_t)(ARENA_CHUNK + sizeof(void *));
+			ram += arena_chunks(f->owners[i].arena) *
+			       (uint64_t)(ARENA_CHUNK + sizeof(void *));
 		h = &f->owners[i].pools;
 		for (l = h->next; l && l != h; l = l->next)
 			pools++;

@@ -60,6 +60,7 @@ struct result {
 	/* tier figures after the puts (last repetition) */
 	bool have_tier;
 	uint64_t pages, stored, zero, cbytes, frames, meta;
+	double paired_ratio;     /* inproc with lzo: median of each repetition's ratio */
 };
 
 /* Zero-filled pages of the data (they take no frame in the tier, nor in zram). */
@@ -249,36 +250,46 @@ static uint32_t index_of(uint64_t i)
 
 /* ---- lzo: the baseline ----------------------------------------------------------- */
 
+/*
+ * One repetition of the baseline: compress and decompress every page, timing
+ * each. t: o.pages doubles of scratch. @return pages/s, with *p50 (us) set.
+ */
+static double lzo_rep(struct result *res, double *t, double *p50)
+{
+	unsigned char dst[COMPRESS_BOUND], back[PAGE];
+	double sum = 0, t0, t1;
+	uint64_t i;
+
+	for (i = 0; i < o.pages; i++) {
+		const unsigned char *p = page_of(i);
+		int len, rc;
+
+		t0 = now();
+		len = compress_page_algo(o.algo, p, dst);
+		rc = len > 0 ? compress_unpage_algo(o.algo, dst, (size_t)len, back) : len;
+		t1 = now();
+		t[i] = (t1 - t0) * 1e6;
+		sum += t1 - t0;
+		if (rc || memcmp(back, p, PAGE))
+			res->errors++;
+	}
+	*p50 = quantile(t, o.pages, 0.5);
+	return (double)o.pages / sum;
+}
+
 static int run_lzo(struct result *res)
 {
 	double pps[REPS_MAX], lat[REPS_MAX], *t = malloc(o.pages * sizeof(double));
-	unsigned char dst[COMPRESS_BOUND], back[PAGE];
 	unsigned rep;
-	uint64_t i;
 
 	if (!t)
 		return -ENOMEM;
-	if (compress_init())
+	if (compress_init()) {
+		free(t);
 		return -EINVAL;
-	for (rep = 0; rep < o.reps; rep++) {
-		double sum = 0, t0, t1;
-
-		for (i = 0; i < o.pages; i++) {
-			const unsigned char *p = page_of(i);
-			int len, rc;
-
-			t0 = now();
-			len = compress_page_algo(o.algo, p, dst);
-			rc = len > 0 ? compress_unpage_algo(o.algo, dst, (size_t)len, back) : len;
-			t1 = now();
-			t[i] = (t1 - t0) * 1e6;
-			sum += t1 - t0;
-			if (rc || memcmp(back, p, PAGE))
-				res->errors++;
-		}
-		pps[rep] = (double)o.pages / sum;
-		lat[rep] = quantile(t, o.pages, 0.5);
 	}
+	for (rep = 0; rep < o.reps; rep++)
+		pps[rep] = lzo_rep(res, t, &lat[rep]);
 	res->ran = true;
 	res->putget_pps = median(pps, o.reps);
 	res->put_p50 = median(lat, o.reps);
@@ -505,8 +516,10 @@ static void inproc_after_puts(struct target *t)
  * are reused by the next (the medians are a warm tier's; the first fill's
  * page faults are in the first repetition only).
  */
-static int run_inproc(struct result *res)
+static int run_inproc(struct result *res, struct result *pair)
 {
+	double pair_pps[REPS_MAX], pair_lat[REPS_MAX], ratios[REPS_MAX];
+	double *scratch = pair ? malloc(o.pages * sizeof(double)) : NULL;
 	struct rep_figures f[REPS_MAX];
 	struct zcache_config cfg = { 0 };
 	size_t calls = (size_t)((o.pages + o.batch - 1) / o.batch);
@@ -515,8 +528,11 @@ static int run_inproc(struct result *res)
 	unsigned rep;
 	int rc = 0;
 
-	if (!lat)
+	if (!lat || (pair && !scratch)) {
+		free(lat);
+		free(scratch);
 		return -ENOMEM;
+	}
 	cfg.local_mb = o.local_mb ? o.local_mb : o.pages * PAGE / (1024 * 1024) + 16;
 	cfg.allocator = o.alloc;
 	cfg.compressor = o.algo;
@@ -526,23 +542,35 @@ static int run_inproc(struct result *res)
 		rc = -errno;
 		fprintf(stderr, "ramster-bench: zcache_create: %s\n", strerror(errno));
 		free(lat);
+		free(scratch);
 		return rc;
 	}
 	t.tm = zcache_tmem(t.z);
 	for (rep = 0; rep < o.reps && !rc; rep++) {
 		t.rep = rep;
+		if (pair) /* the baseline right before, under the same load */
+			pair_pps[rep] = lzo_rep(pair, scratch, &pair_lat[rep]);
 		rc = tmem_pool_new(t.tm, TMEM_PERSISTENT);
 		if (rc < 0)
 			break;
 		t.tpool = (uint32_t)rc;
 		rc = measure(&t, &f[rep], lat, rep + 1 == o.reps ? inproc_after_puts : NULL);
 		tmem_pool_destroy(t.tm, t.tpool);
+		if (pair && rc >= 0)
+			ratios[rep] = (double)o.pages / (f[rep].put_s + f[rep].get_s) / pair_pps[rep];
 	}
 	zcache_destroy(t.z);
 	free(lat);
+	free(scratch);
 	if (rc < 0)
 		return rc;
 	summarize(res, f, o.reps);
+	if (pair) {
+		pair->ran = true;
+		pair->putget_pps = median(pair_pps, o.reps);
+		pair->put_p50 = median(pair_lat, o.reps);
+		res->paired_ratio = median(ratios, o.reps);
+	}
 	return 0;
 }
 
@@ -704,8 +732,9 @@ static void print_text(const struct result *lzo, const struct result *in, const 
 	}
 	if (lzo->ran && lzo->putget_pps > 0) {
 		if (in->ran)
-			printf("ratio inproc/lzo %.2f (from op medians: %.2f)\n",
-			       in->putget_pps / lzo->putget_pps,
+			printf("ratio inproc/lzo %.2f (median of paired repetitions; from op "
+			       "medians: %.2f)\n",
+			       in->paired_ratio,
 			       lzo->put_p50 / (in->put_p50 + in->get_p50));
 		if (dm->ran)
 			printf("ratio daemon/lzo %.2f\n", dm->putget_pps / lzo->putget_pps);
@@ -751,10 +780,11 @@ static void print_json(const struct result *lzo, const struct result *in, const 
 	if (dm->ran)
 		json_mode("daemon", dm);
 	if (lzo->ran && in->ran)
-		printf(", \"ratio_inproc_lzo\": %.3f", in->putget_pps / lzo->putget_pps);
+		printf(", \"ratio_inproc_lzo\": %.3f", in->paired_ratio);
 	/* the same ratio from the medians of single ops: blind to preemption on a busy machine */
 	if (lzo->ran && in->ran && in->put_p50 + in->get_p50 > 0)
-		printf(", \"ratio_inproc_lzo_p50\": %.3f", lzo->put_p50 / (in->put_p50 + in->get_p50));
+		printf(", \"ratio_inproc_lzo_p50\": %.3f",
+		       lzo->put_p50 / (in->put_p50 + in->get_p50));
 	if (lzo->ran && dm->ran)
 		printf(", \"ratio_daemon_lzo\": %.3f", dm->putget_pps / lzo->putget_pps);
 	printf("}\n");
@@ -776,8 +806,8 @@ static void usage(FILE *f)
 		"  --batch B      pages a call to the daemon (1: single calls; else putv/getv)\n"
 		"  --local-mb N   the inproc tier's budget (default: every page raw fits)\n"
 		"  --alloc A      the inproc tier's allocator (default dense)\n"
-		"  --compressor C the inproc tier's compressor and the bare baseline's (default lzo;\n"
-		"                 the JSON keys keep the name lzo_* for the baseline)\n");
+		"  --compressor C the inproc tier's compressor and the bare baseline's\n"
+		"                 (default lzo; the JSON keys keep lzo_* for the baseline)\n");
 }
 
 static bool parse_u64(const char *s, uint64_t *v, uint64_t min, uint64_t max)
@@ -929,9 +959,11 @@ int main(int argc, char **argv)
 		return 2;
 	if (data_load() < 0)
 		return 1;
-	if ((o.modes & MODE_LZO) && run_lzo(&lzo) < 0)
+	/* with inproc, each lzo repetition runs right before the inproc one it is compared with */
+	if ((o.modes & MODE_LZO) && !(o.modes & MODE_INPROC) && run_lzo(&lzo) < 0)
 		rc = 1;
-	if ((o.modes & MODE_INPROC) && run_inproc(&in) < 0)
+	if ((o.modes & MODE_INPROC) &&
+	    run_inproc(&in, (o.modes & MODE_LZO) && compress_init() == 0 ? &lzo : NULL) < 0)
 		rc = 1;
 	if ((o.modes & MODE_DAEMON) && run_daemon(&dm) < 0)
 		rc = 1;
