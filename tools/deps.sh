@@ -9,7 +9,7 @@ pkgs=(
 	liblzo2-dev liblz4-dev libev-dev libprotobuf-c-dev protobuf-c-compiler
 	libsodium-dev libinih-dev libcmocka-dev
 	libibverbs-dev librdmacm-dev
-	iproute2 procps psmisc memcached
+	iproute2 procps psmisc memcached python3
 	libnbd-bin python3-libnbd nbdkit fio qemu-utils socat
 )
 
