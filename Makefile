@@ -21,7 +21,7 @@ PKGS    := libprotobuf-c libsodium inih
 PKG_CFLAGS = $(eval PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null))$(PKG_CFLAGS)
 PKG_LIBS   = $(eval PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null))$(PKG_LIBS)
 CPPFLAGS += $(PKG_CFLAGS)
-LIBS    = -lev -llzo2 $(PKG_LIBS) -lm
+LIBS    = -lev -llzo2 -llz4 $(PKG_LIBS) -lm
 TEST_LIBS = -lcmocka
 # RDMA=1 (default): transport/rdma.c with rdma_cm + verbs; RDMA=0 builds it as
 # stubs (transport_rdma_new fails with ENOTSUP) and links no RDMA library.

@@ -18,6 +18,9 @@
 #include <ini.h>
 
 #include "common/sock.h"
+#include "tmem/compress.h"
+#include "tmem/zalloc.h"
+
 #include "node/config.h"
 #include "tmem/replica.h"
 
@@ -424,6 +427,26 @@ static int node_nbd_listen(struct config_parse *p, const char *key, const char *
 	return config_string(p, key, v, p->node->nbd_listen, CONFIG_NAME_MAX, CONFIG_NAME_MAX);
 }
 
+static int node_allocator(struct config_parse *p, const char *key, const char *v)
+{
+	enum zalloc_kind k;
+
+	if (zalloc_parse(v, &k))
+		return config_fail(p, "%s: '%s' is not dense or zbud", key, v);
+	p->node->allocator = k;
+	return 0;
+}
+
+static int node_compressor(struct config_parse *p, const char *key, const char *v)
+{
+	enum compress_algo a;
+
+	if (compress_algo_parse(v, &a))
+		return config_fail(p, "%s: '%s' is not lzo or lz4", key, v);
+	p->node->compressor = a;
+	return 0;
+}
+
 static int node_busy_poll(struct config_parse *p, const char *key, const char *v)
 {
 	return config_number(p, key, v, 0, CONFIG_BUSY_POLL_MAX_US, &p->node->busy_poll_us);
@@ -484,6 +507,8 @@ static const struct config_key node_keys[] = {
     {"nbd_socket", node_nbd_socket},
     {"nbd_listen", node_nbd_listen},
     {"busy_poll_us", node_busy_poll},
+    {"allocator", node_allocator},
+    {"compressor", node_compressor},
     {NULL, NULL},
 };
 

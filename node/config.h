@@ -39,6 +39,8 @@ struct config_node {
 	char nbd_socket[CONFIG_PATH_MAX];
 	char nbd_listen[CONFIG_NAME_MAX];
 	uint64_t busy_poll_us;          /* the loop polls this long before sleeping (0 = off) */
+	unsigned allocator;             /* enum zalloc_kind: dense (default) or zbud */
+	unsigned compressor;            /* enum compress_algo: lzo (default) or lz4 */
 	int line;                       /* where the section starts */
 };
 

@@ -86,6 +86,8 @@ struct foreign_stats {
 	uint64_t pages;          /* pages held now */
 	uint64_t bytes;          /* compressed bytes held */
 	uint64_t used;           /* bytes charged to the budget (data + overhead) */
+	uint64_t ram;            /* RAM it holds: arena chunks (data, page records, slack),
+				  * hash tables, object and pool records */
 	uint64_t budget;
 	uint64_t puts, gets, hits, flushes, refused_full, dropped;
 };

@@ -279,6 +279,10 @@ int main(int argc, char **argv)
 	zc.pers_max_frac = cfg.pers_max_frac;
 	zc.pers_mean_max_frac = cfg.pers_mean_max_frac;
 	zc.pers_mean_limit_frac = cfg.pers_mean_limit_frac;
+	if (self) {
+		zc.allocator = (enum zalloc_kind)self->allocator;
+		zc.compressor = (enum compress_algo)self->compressor;
+	}
 
 	log_set_node(name);
 	notify_status("starting node %s", name);

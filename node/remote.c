@@ -424,6 +424,7 @@ void remote_foreach_stat(struct remote *r,
 	fn(arg, "foreign_pages", fs.pages, "pages held for peers now");
 	fn(arg, "foreign_bytes", fs.bytes, "their compressed bytes");
 	fn(arg, "foreign_used", fs.used, "bytes charged to donate_mb");
+	fn(arg, "foreign_ram", fs.ram, "RAM the foreign store holds (data, records, arena slack)");
 	fn(arg, "foreign_budget", fs.budget, "donate_mb in bytes");
 	fn(arg, "foreign_refused_full", fs.refused_full, "peer pages refused: donate_mb full");
 	fn(arg, "foreign_dropped", fs.dropped, "peer pages dropped with their owner's session");

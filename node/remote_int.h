@@ -63,7 +63,7 @@ struct rjob {
 	struct handoff_item item; /* first */
 	struct remote *r;
 	struct zcache_out out;
-	struct rpage pg[2];
+	struct rpage pg[ZCACHE_OUT_MAX]; /* a zbud frame has 2, a zdense block up to 128 */
 	unsigned pending;   /* pages not finished */
 	bool placed;        /* at least one page moved */
 };

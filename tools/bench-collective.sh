@@ -120,7 +120,7 @@ dead=$(alive) || die "ramsterd $dead died during the benchmark"
 echo
 keys='tier_(frames|budget_frames|remote_pages|remotified|repatriated|brought_home)'
 keys+='|remote_(pages_placed|pages_failed|no_target|gets|get_hits|get_lost|served_puts)'
-keys+='|remote_served_gets|foreign_pages|node_put_room_(waits|refused)'
+keys+='|remote_served_gets|foreign_(pages|bytes|ram)|node_put_room_(waits|refused)'
 for n in "${nodes[@]}"; do
 	echo "== ramsterctl stats ($n)"
 	"$bin/ramsterctl" --socket "$dir/$n.sock" stats | grep -E "^($keys) " || true
@@ -181,6 +181,32 @@ printf '  %-60s %6s  %s\n' "<= 1.5 x one 4 KiB request/reply over the node's cli
 printf '  %-60s\n' "    relayed over the same TCP path to a peer (ramster_ping via the node)"
 echo "  for reference, against bare echo servers in the bench's own process (unix + tcp):" \
 	"$r0; with echo server processes: $(j ratio_repat_baselinep)"
+# the holders' side: RAM their foreign stores hold (arena chunks with the page
+# records, 16-byte class slack and chunk tails; hash tables; object records)
+# over the compressed bytes they hold for alpha, read at the end of the run
+hold=$(awk -v f="$dir/net.json" 'BEGIN {
+	getline line < f
+	n = split(line, kv, ",")
+	for (i = 1; i <= n; i++) {
+		if (match(kv[i], /"peer[0-9]+_foreign_(pages|bytes|ram)": *[0-9]+/)) {
+			split(kv[i], p, ":"); gsub(/[" ]/, "", p[1]); v = p[2] + 0
+			if (p[1] ~ /_pages$/) pages += v
+			else if (p[1] ~ /_bytes$/) bytes += v
+			else ram += v
+		}
+	}
+	if (bytes > 0) printf "%d %d %d %.3f %.1f %.1f", pages, bytes, ram, ram / bytes, bytes / pages, ram / pages
+}')
+echo "holders (beta + gamma, at the end of the run):"
+if [ -n "$hold" ]; then
+	set -- $hold
+	echo "  $1 pages of alpha's held, $2 compressed bytes ($5 B a page), foreign store RAM $3 B" \
+		"($6 B a page)"
+	printf '  %-60s %6s  %s\n' "holder RAM <= 1.2 x the compressed bytes it holds" "$4" \
+		"$(verdict "$4" 1.2)"
+else
+	echo "  n/a (the peers held nothing at the end)"
+fi
 if [ $rc -ne 0 ]; then
 	echo
 	die "ramster-netbench failed ($rc): $(j errors) errors (pages read back wrong or" \

@@ -12,6 +12,7 @@
 #   RAMSTER_BENCH_REPS   repetitions, medians reported (default 5)
 #   RAMSTER_BENCH_BIG    pages of the metadata run (default 1000000)
 #   RAMSTER_BENCH_CPU    pin daemon and bench to this CPU list (taskset), e.g. 0
+#   RAMSTER_BENCH_DICTS  dicts of the real-memory heap (default 300000)
 set -u
 
 bin=${1:-build/bin}
@@ -149,6 +150,10 @@ printf '  %-48s %-6s %6s  %s\n' "metadata <= 64 B/stored page at $big pages" tex
 echo "  (at $big pages: $(json inproc_putget_pps "$dir/big.json") put+get pages/s inproc," \
 	"RAM $(json inproc_ram_per_page "$dir/big.json") B/page," \
 	"compression $(json inproc_compression "$dir/big.json")x)"
+
+# ---- real memory against zram (tools/bench-real.sh) ----
+echo
+"$(dirname "$0")/bench-real.sh" "$bin" || exit 1
 
 # ---- the collective: repatriate, remotify, memcached (tools/bench-collective.sh) ----
 echo

@@ -10,10 +10,10 @@ set -euo pipefail
 
 pkgs=(
 	build-essential pkg-config clang
-	liblzo2-dev libev-dev libprotobuf-c-dev protobuf-c-compiler
+	liblzo2-dev liblz4-dev libev-dev libprotobuf-c-dev protobuf-c-compiler
 	libsodium-dev libinih-dev libcmocka-dev
 	libibverbs-dev librdmacm-dev
-	iproute2 procps psmisc memcached
+	iproute2 procps psmisc memcached python3
 	libnbd-bin python3-libnbd nbdkit fio qemu-utils socat
 	libsystemd-dev scdoc man-db systemd
 )

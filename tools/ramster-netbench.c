@@ -208,6 +208,7 @@ enum stat_id {
 	ST_FRAMES, ST_BUDGET, ST_ZOMBIES, ST_STORED, ST_CBYTES, ST_REMOTE_PAGES, ST_REMOTIFIED,
 	ST_REPATRIATED, ST_BROUGHT_HOME, ST_REMOTE_GETS, ST_PLACED, ST_FAILED, ST_NO_TARGET,
 	ST_ROOM_WAITS, ST_ROOM_REFUSED, ST_GET_LOST, ST_REMOTE_LOST, ST_FOREIGN, ST_FLUSH_DROPPED,
+	ST_FOREIGN_BYTES, ST_FOREIGN_RAM,
 	ST_N
 };
 
@@ -230,6 +231,8 @@ static const char *const stat_names[ST_N] = {
 	[ST_GET_LOST] = "remote_get_lost",
 	[ST_REMOTE_LOST] = "tier_remote_lost",
 	[ST_FOREIGN] = "foreign_pages",
+	[ST_FOREIGN_BYTES] = "foreign_bytes",
+	[ST_FOREIGN_RAM] = "foreign_ram",
 	[ST_FLUSH_DROPPED] = "remote_flushes_dropped",
 };
 
@@ -957,6 +960,7 @@ struct report {
 	unsigned usage_measured;
 	struct snap measured, final; /* before and after the rounds */
 	uint64_t peer_foreign[PEERS_MAX];
+	uint64_t peer_bytes[PEERS_MAX], peer_ram[PEERS_MAX]; /* the holders' side, at the end */
 	uint64_t leaked[REPS_MAX][PEERS_MAX]; /* foreign pages left after a pool destroy */
 	bool mc_ran;
 	uint64_t mc_misses;
@@ -1120,8 +1124,11 @@ static void print_json(const struct report *rp)
 					    (double)rp->final.v[ST_CBYTES]
 				      : 0);
 	for (k = 0; k < o.npeers; k++)
-		printf(", \"peer%u_foreign_pages\": %llu", k + 1,
-		       (unsigned long long)rp->peer_foreign[k]);
+		printf(", \"peer%u_foreign_pages\": %llu, \"peer%u_foreign_bytes\": %llu"
+		       ", \"peer%u_foreign_ram\": %llu",
+		       k + 1, (unsigned long long)rp->peer_foreign[k], k + 1,
+		       (unsigned long long)rp->peer_bytes[k], k + 1,
+		       (unsigned long long)rp->peer_ram[k]);
 	for (i = 0; i + 1 < rp->nput; i++)
 		for (k = 0; k < o.npeers; k++)
 			printf(", \"peer%u_left_after_destroy%u\": %llu", k + 1, i + 1,
@@ -1147,6 +1154,24 @@ static void peers_foreign(uint64_t *out)
 		struct snap sn;
 
 		out[k] = p && !snap_read(p, &sn) ? sn.v[ST_FOREIGN] : 0;
+		ramster_close(p);
+	}
+}
+
+/* foreign_bytes and foreign_ram of each peer (0 if unreachable): RAM a held page costs. */
+static void peers_holding(uint64_t *bytes, uint64_t *ram)
+{
+	unsigned k;
+
+	for (k = 0; k < o.npeers; k++) {
+		ramster *p = ramster_open(o.peer_socket[k]);
+		struct snap sn;
+
+		bytes[k] = ram[k] = 0;
+		if (p && !snap_read(p, &sn)) {
+			bytes[k] = sn.v[ST_FOREIGN_BYTES];
+			ram[k] = sn.v[ST_FOREIGN_RAM];
+		}
 		ramster_close(p);
 	}
 }
@@ -1388,6 +1413,7 @@ static int run(const char *dir, struct report *rp)
 	}
 	rc = snap_read(r, &rp->final);
 	peers_foreign(rp->peer_foreign);
+	peers_holding(rp->peer_bytes, rp->peer_ram);
 out:
 	mc_stop(&m);
 	for (e = 0; e < P_REPAT; e++)

@@ -50,6 +50,9 @@ static int LOCAL_MB = 4;        /* node 1's tier: 1024 frames */
 static int SLOW = 1;
 static const char *NET = "127.0.0.";
 static const char *TRANSPORT = "tcp";
+/* the nodes' tier (RAMSTER_TEST_ALLOCATOR, RAMSTER_TEST_COMPRESSOR): any mix works */
+static const char *ALLOCATOR = "dense";
+static const char *COMPRESSOR = "lzo";
 
 static const char *transport_of(int n)
 {
@@ -105,9 +108,9 @@ static void write_conf(struct coll *c, int i, const char *cluster, const char *k
 	for (n = 0; n < NODES; n++)
 		fprintf(f,
 			"\n[node %s]\nid = %d\naddress = %s%d:%d\ntransport = %s\nlocal_mb = %d\n"
-			"donate_mb = %d\n",
+			"donate_mb = %d\nallocator = %s\ncompressor = %s\n",
 			names[n], n + 1, NET, n + 1, c->port + n, transport_of(n),
-			n == 0 ? LOCAL_MB : 64, n == 0 ? 16 : 128);
+			n == 0 ? LOCAL_MB : 64, n == 0 ? 16 : 128, ALLOCATOR, COMPRESSOR);
 	fclose(f);
 }
 
@@ -854,8 +857,14 @@ int main(void)
 		NET = getenv("RAMSTER_TEST_NET");
 	if (getenv("RAMSTER_TEST_TRANSPORT") && *getenv("RAMSTER_TEST_TRANSPORT"))
 		TRANSPORT = getenv("RAMSTER_TEST_TRANSPORT");
-	fprintf(stderr, "collective: transport %s, net %sN, node 1 local_mb %d, slow x%d\n",
-		TRANSPORT, NET, LOCAL_MB, SLOW);
+	if (getenv("RAMSTER_TEST_ALLOCATOR") && *getenv("RAMSTER_TEST_ALLOCATOR"))
+		ALLOCATOR = getenv("RAMSTER_TEST_ALLOCATOR");
+	if (getenv("RAMSTER_TEST_COMPRESSOR") && *getenv("RAMSTER_TEST_COMPRESSOR"))
+		COMPRESSOR = getenv("RAMSTER_TEST_COMPRESSOR");
+	fprintf(stderr,
+		"collective: transport %s, net %sN, node 1 local_mb %d, slow x%d, allocator %s, "
+		"compressor %s\n",
+		TRANSPORT, NET, LOCAL_MB, SLOW, ALLOCATOR, COMPRESSOR);
 	if (getenv("RAMSTER_TEST_FILTER") && *getenv("RAMSTER_TEST_FILTER"))
 		cmocka_set_test_filter(getenv("RAMSTER_TEST_FILTER")); /* e.g. "test_kill*" */
 	return cmocka_run_group_tests_name("collective", tests, NULL, NULL);

@@ -17,6 +17,8 @@
 #include <cmocka.h>
 
 #include "node/config.h"
+#include "tmem/compress.h"
+#include "tmem/zalloc.h"
 
 #define KEY_HEX "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n"
 
@@ -395,6 +397,27 @@ static void test_err_missing_id_address(void **state)
 	expect_error("[node a]\n[node b]\nid = 2\naddress = b:1\n", 1, "node 'a' has no id");
 }
 
+/* The tier's allocator and compressor: defaults, both names each, bad names. */
+static void test_node_tier_keys(void **state)
+{
+	assert_int_equal(load("[node a]\n"), 0);
+	assert_int_equal(config_find_node(&cfg, "a")->allocator, ZALLOC_DENSE);
+	assert_int_equal(config_find_node(&cfg, "a")->compressor, COMPRESS_LZO);
+	teardown(NULL);
+	assert_int_equal(load("[node a]\nallocator = zbud\ncompressor = lz4\n"), 0);
+	assert_int_equal(config_find_node(&cfg, "a")->allocator, ZALLOC_ZBUD);
+	assert_int_equal(config_find_node(&cfg, "a")->compressor, COMPRESS_LZ4);
+	teardown(NULL);
+	assert_int_equal(load("[node a]\nallocator = dense\ncompressor = lzo\n"), 0);
+	assert_int_equal(config_find_node(&cfg, "a")->allocator, ZALLOC_DENSE);
+	assert_int_equal(config_find_node(&cfg, "a")->compressor, COMPRESS_LZO);
+	teardown(NULL);
+	expect_error("[node a]\nallocator = zsmalloc\n", 2,
+		     "allocator: 'zsmalloc' is not dense or zbud");
+	teardown(NULL);
+	expect_error("[node a]\n\ncompressor = zstd\n", 3, "compressor: 'zstd' is not lzo or lz4");
+}
+
 static void test_err_numbers(void **state)
 {
 	expect_error("[cluster]\nheartbeat_ms = 5\n", 2,
@@ -591,6 +614,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_err_values, teardown),
 	    cmocka_unit_test_teardown(test_err_cross_checks, teardown),
 	    cmocka_unit_test_teardown(test_err_secret, teardown),
+	    cmocka_unit_test_teardown(test_node_tier_keys, teardown),
 	    cmocka_unit_test_teardown(test_err_syntax, teardown),
 	    cmocka_unit_test(test_env),
 	};
