@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "node/client.h"
+#include "node/counters.h"
 #include "node/log.h"
 #include "node/spin.h"
 #include "proto/wire.h"
@@ -326,22 +327,7 @@ static int client_do_stats(struct client *c, Ramster__Response *rsp)
 	size_t i;
 	int rc;
 
-	stats_foreach(env->stats, env->pools, env->zcache, client_stat_add, &sl);
-	if (env->remote)
-		remote_foreach_stat(env->remote, client_stat_add, &sl);
-	if (env->nbd)
-		nbd_foreach_stat(env->nbd, client_stat_add, &sl);
-	if (env->spin) {
-		struct spin_stats ss;
-
-		spin_get_stats(env->spin, &ss);
-		client_stat_add(&sl, "loop_busy_polls", ss.polls,
-				"times the loop polled before sleeping (busy_poll_us)");
-		client_stat_add(&sl, "loop_busy_poll_hits", ss.hits,
-				"... and found work without sleeping");
-		client_stat_add(&sl, "loop_busy_poll_us", ss.spun_us,
-				"microseconds spent busy polling");
-	}
+	counters_foreach(env, client_stat_add, &sl);
 	if (!sl.err && sl.n) {
 		ptrs = malloc(sl.n * sizeof(*ptrs));
 		if (!ptrs)

@@ -33,9 +33,11 @@ struct client_env {
 	struct remote *remote;   /* the collective, or NULL for a single node */
 	struct nbd *nbd;         /* the NBD frontend, or NULL when no export is configured */
 	struct spin *spin;       /* the loop's busy polling (its counters), or NULL */
+	struct metrics *metrics; /* the Prometheus endpoint (its counters), or NULL */
 };
 
 struct client_listener;
+struct metrics;
 
 /*
  * Listen on env->socket_path: create its parent directory (0755) if missing;

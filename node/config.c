@@ -439,6 +439,16 @@ static int node_nbd_listen(struct config_parse *p, const char *key, const char *
 	return config_string(p, key, v, p->node->nbd_listen, CONFIG_NAME_MAX, CONFIG_NAME_MAX);
 }
 
+static int node_metrics_listen(struct config_parse *p, const char *key, const char *v)
+{
+	int rc = config_address(p, key, v, NULL, NULL);
+
+	if (rc)
+		return rc;
+	return config_string(p, key, v, p->node->metrics_listen, sizeof(p->node->metrics_listen),
+			     sizeof(p->node->metrics_listen));
+}
+
 static int node_busy_poll(struct config_parse *p, const char *key, const char *v)
 {
 	return config_number(p, key, v, 0, CONFIG_BUSY_POLL_MAX_US, &p->node->busy_poll_us);
@@ -499,6 +509,7 @@ static const struct config_key node_keys[] = {
     {"nbd_socket", node_nbd_socket},
     {"nbd_listen", node_nbd_listen},
     {"busy_poll_us", node_busy_poll},
+    {"metrics_listen", node_metrics_listen},
     {NULL, NULL},
 };
 

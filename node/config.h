@@ -38,6 +38,7 @@ struct config_node {
 	uint64_t donate_mb;             /* RAM lent to peers' pages */
 	char nbd_socket[CONFIG_PATH_MAX];
 	char nbd_listen[CONFIG_NAME_MAX];
+	char metrics_listen[CONFIG_NAME_MAX + 8]; /* HOST:PORT of /metrics ("" = none) */
 	uint64_t busy_poll_us;          /* the loop polls this long before sleeping (0 = off) */
 	int line;                       /* where the section starts */
 };

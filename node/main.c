@@ -25,6 +25,7 @@
 #include "node/client.h"
 #include "node/config.h"
 #include "node/log.h"
+#include "node/metrics.h"
 #include "node/nbd.h"
 #include "node/pools.h"
 #include "node/spin.h"
@@ -167,6 +168,7 @@ struct main_node {
 	struct client_listener *listener;
 	struct nbd *nbd; /* the NBD frontend, or NULL without exports */
 	struct spin *spin; /* the loop's busy polling */
+	struct metrics *metrics; /* the Prometheus endpoint, or NULL */
 	struct client_env env;
 };
 
@@ -333,6 +335,15 @@ int main(int argc, char **argv)
 		log_notice("NBD: %zu export%s on %s", cfg.n_exports, cfg.n_exports == 1 ? "" : "s",
 			   nbd_describe(n.nbd));
 	}
+	if (self && self->metrics_listen[0]) {
+		n.metrics = metrics_create(&n.env, self->metrics_listen, err, sizeof(err));
+		if (!n.metrics) {
+			log_error("%s", err);
+			goto stop_nbd;
+		}
+		n.env.metrics = n.metrics;
+		log_notice("metrics: http://%s/metrics", self->metrics_listen);
+	}
 	ev_signal_init(&n.sigterm, main_stop_cb, SIGTERM);
 	ev_signal_init(&n.sigint, main_stop_cb, SIGINT);
 	ev_signal_init(&n.sighup, main_hup_cb, SIGHUP);
@@ -373,6 +384,9 @@ stop_signals:
 	ev_signal_stop(n.loop, &n.sighup);
 	ev_signal_stop(n.loop, &n.sigint);
 	ev_signal_stop(n.loop, &n.sigterm);
+	n.env.metrics = NULL;
+	metrics_destroy(n.metrics);
+stop_nbd:
 	n.env.nbd = NULL;
 	nbd_destroy(n.nbd);
 close_listener:

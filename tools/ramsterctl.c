@@ -3,7 +3,7 @@
  * a cluster key.
  *
  * Talks to ramsterd through libramster. Output is aligned text for people,
- * or JSON (stats --json) for programs. Exit 0 ok, 1 the node could not be
+ * or JSON (--json on the listings, made with jansson) for programs. Exit 0 ok, 1 the node could not be
  * reached or answered an error, 2 bad usage.
  */
 #include <errno.h>
@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <sodium.h>
 
 #include "ramster.h"
@@ -34,7 +35,7 @@ static void ctl_usage(FILE *f)
 		"\n"
 		"Commands:\n"
 		"  status          the node's name, version, pid, uptime, socket, ...\n"
-		"  stats [--json]  every counter, one `name value` a line (or a JSON object)\n"
+		"  stats           every counter, one `name value` a line\n"
 		"  pools           every pool of the node, as a table\n"
 		"  ping [NODE]     1000 round trips of a page to the node, or via it to peer NODE\n"
 		"  peers           the collective as this node sees it: state, incarnation,\n"
@@ -48,6 +49,9 @@ static void ctl_usage(FILE *f)
 		"                  until none is left; then it can stop without loss\n"
 		"  undrain [NODE]  take peers' pages again\n"
 		"  genkey          print a new cluster key (32 random bytes as 64 hex digits)\n"
+		"\n"
+		"status, stats, pools, peers and exports take --json: one JSON document\n"
+		"(an object for status and stats, an array of objects for the others).\n"
 		"\n"
 		"Options:\n"
 		"  -s, --socket PATH  the node's socket (default: $RAMSTER_SOCKET, else %s)\n"
@@ -78,9 +82,37 @@ static int ctl_failed(const char *what, int rc)
 	return 1;
 }
 
+/* ---- JSON (jansson) ---------------------------------------------------------- */
+
+/* Print j (stolen) as indented JSON and a newline. @return 0, or 1 (out of memory). */
+static int ctl_json_put(json_t *j)
+{
+	int rc;
+
+	if (!j) {
+		fprintf(stderr, "ramsterctl: out of memory\n");
+		return 1;
+	}
+	rc = json_dumpf(j, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+	json_decref(j);
+	if (rc) {
+		fprintf(stderr, "ramsterctl: cannot write the JSON\n");
+		return 1;
+	}
+	putchar('\n');
+	return 0;
+}
+
+/* Set key of o to a new value v (NULL: out of memory, made sticky in *bad). */
+static void ctl_json_set(json_t *o, const char *key, json_t *v, int *bad)
+{
+	if (!o || !v || json_object_set_new(o, key, v))
+		*bad = 1;
+}
+
 /* ---- status ------------------------------------------------------------------ */
 
-static int ctl_status(ramster *r)
+static int ctl_status(ramster *r, int json)
 {
 	struct ramster_kv *kv;
 	size_t n, i, w = 0;
@@ -88,6 +120,19 @@ static int ctl_status(ramster *r)
 
 	if (rc)
 		return ctl_failed("status", rc);
+	if (json) {
+		json_t *o = json_object();
+		int bad = !o;
+
+		for (i = 0; i < n && !bad; i++)
+			ctl_json_set(o, kv[i].key, json_string(kv[i].value), &bad);
+		ramster_kv_free(kv, n);
+		if (bad) {
+			json_decref(o);
+			o = NULL;
+		}
+		return ctl_json_put(o);
+	}
 	for (i = 0; i < n; i++)
 		if (strlen(kv[i].key) > w)
 			w = strlen(kv[i].key);
@@ -105,22 +150,6 @@ static size_t ctl_prefix_len(const char *name)
 	return strcspn(name, "_");
 }
 
-static void ctl_json_string(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if (ch == '"' || ch == '\\')
-			printf("\\%c", ch);
-		else if (ch < 0x20)
-			printf("\\u%04x", ch);
-		else
-			putchar(ch);
-	}
-	putchar('"');
-}
-
 static int ctl_stats(ramster *r, int json)
 {
 	struct ramster_stat *s;
@@ -131,15 +160,17 @@ static int ctl_stats(ramster *r, int json)
 	if (rc)
 		return ctl_failed("stats", rc);
 	if (json) {
-		printf("{");
-		for (i = 0; i < n; i++) {
-			printf("%s\n  ", i ? "," : "");
-			ctl_json_string(s[i].name);
-			printf(": %llu", (unsigned long long)s[i].value);
-		}
-		printf("%s}\n", n ? "\n" : "");
+		json_t *o = json_object();
+		int bad = !o;
+
+		for (i = 0; i < n && !bad; i++)
+			ctl_json_set(o, s[i].name, json_integer((json_int_t)s[i].value), &bad);
 		ramster_stats_free(s, n);
-		return 0;
+		if (bad) {
+			json_decref(o);
+			o = NULL;
+		}
+		return ctl_json_put(o);
 	}
 	for (i = 0; i < n; i++) {
 		if (strlen(s[i].name) > nw)
@@ -176,7 +207,43 @@ static void ctl_uuid(const unsigned char *u, char *out)
 	*out = '\0';
 }
 
-static int ctl_pools(ramster *r)
+static int ctl_pools_json(struct ramster_pool_info *p, size_t n)
+{
+	json_t *a = json_array(), *o;
+	char uuid[40];
+	size_t i;
+	int bad = !a;
+
+	for (i = 0; i < n && !bad; i++) {
+		o = json_object();
+		ctl_json_set(o, "id", json_integer(p[i].id), &bad);
+		ctl_json_set(o, "kind",
+			     json_string((p[i].flags & RAMSTER_PERSISTENT) ? "persistent"
+									   : "ephemeral"),
+			     &bad);
+		ctl_json_set(o, "sharing",
+			     json_string((p[i].flags & RAMSTER_SHARED) ? "shared" : "private"), &bad);
+		ctl_json_set(o, "clients", json_integer(p[i].clients), &bad);
+		ctl_json_set(o, "objects", json_integer((json_int_t)p[i].objects), &bad);
+		ctl_json_set(o, "pages", json_integer((json_int_t)p[i].pages), &bad);
+		if (p[i].flags & RAMSTER_SHARED) {
+			ctl_uuid(p[i].uuid, uuid);
+			ctl_json_set(o, "uuid", json_string(uuid), &bad);
+		} else {
+			ctl_json_set(o, "uuid", json_null(), &bad);
+		}
+		if (!o || json_array_append_new(a, o))
+			bad = 1;
+	}
+	free(p);
+	if (bad) {
+		json_decref(a);
+		a = NULL;
+	}
+	return ctl_json_put(a);
+}
+
+static int ctl_pools(ramster *r, int json)
 {
 	static const char *const head[] = {"ID", "KIND", "SHARING", "CLIENTS", "OBJECTS", "PAGES"};
 	struct ramster_pool_info *p;
@@ -186,6 +253,8 @@ static int ctl_pools(ramster *r)
 
 	if (rc)
 		return ctl_failed("pools", rc);
+	if (json)
+		return ctl_pools_json(p, n);
 	for (c = 0; c < 6; c++)
 		w[c] = (int)strlen(head[c]);
 	for (i = 0; i < n; i++) {
@@ -218,7 +287,7 @@ static int ctl_pools(ramster *r)
 
 /* ---- exports ----------------------------------------------------------------- */
 
-static int ctl_exports(ramster *r)
+static int ctl_exports(ramster *r, int json)
 {
 	struct ramster_export_info *p = NULL;
 	size_t n = 0, i;
@@ -226,6 +295,35 @@ static int ctl_exports(ramster *r)
 
 	if (rc)
 		return ctl_failed("exports", rc);
+	if (json) {
+		json_t *a = json_array(), *o;
+		int bad = !a;
+
+		for (i = 0; i < n && !bad; i++) {
+			o = json_object();
+			ctl_json_set(o, "name", json_string(p[i].name), &bad);
+			ctl_json_set(o, "size", json_integer((json_int_t)p[i].size), &bad);
+			ctl_json_set(o, "pages_local", json_integer((json_int_t)p[i].pages_local),
+				     &bad);
+			ctl_json_set(o, "pages_remote", json_integer((json_int_t)p[i].pages_remote),
+				     &bad);
+			ctl_json_set(o, "pages_backing",
+				     json_integer((json_int_t)p[i].pages_backing), &bad);
+			ctl_json_set(o, "clients", json_integer((json_int_t)p[i].clients), &bad);
+			ctl_json_set(o, "requests", json_integer((json_int_t)p[i].requests), &bad);
+			ctl_json_set(o, "errors", json_integer((json_int_t)p[i].errors), &bad);
+			ctl_json_set(o, "backing",
+				     p[i].backing[0] ? json_string(p[i].backing) : json_null(), &bad);
+			if (!o || json_array_append_new(a, o))
+				bad = 1;
+		}
+		free(p);
+		if (bad) {
+			json_decref(a);
+			a = NULL;
+		}
+		return ctl_json_put(a);
+	}
 	if (!n) {
 		printf("no exports (none configured)\n");
 		free(p);
@@ -374,7 +472,44 @@ static int ctl_drain(ramster *r, int on, const char *node_arg, int wait)
 
 /* ---- peers ------------------------------------------------------------------- */
 
-static int ctl_peers(ramster *r)
+static int ctl_peers_json(struct ramster_peer_info *p, size_t n)
+{
+	json_t *a = json_array(), *o;
+	char inc[20];
+	size_t i;
+	int bad = !a;
+
+	for (i = 0; i < n && !bad; i++) {
+		o = json_object();
+		snprintf(inc, sizeof(inc), "%016llx", (unsigned long long)p[i].incarnation);
+		ctl_json_set(o, "id", json_integer(p[i].id), &bad);
+		ctl_json_set(o, "name", json_string(p[i].name), &bad);
+		ctl_json_set(o, "address", json_string(p[i].address), &bad);
+		ctl_json_set(o, "state", json_string(p[i].state), &bad);
+		ctl_json_set(o, "transport", json_string(p[i].transport), &bad);
+		ctl_json_set(o, "device", json_string(p[i].device[0] ? p[i].device : "-"), &bad);
+		ctl_json_set(o, "incarnation", json_string(inc), &bad);
+		ctl_json_set(o, "epoch", json_integer(p[i].epoch), &bad);
+		ctl_json_set(o, "rtt_us", json_real(p[i].rtt_us), &bad);
+		ctl_json_set(o, "donate_free", json_integer((json_int_t)p[i].donate_free), &bad);
+		ctl_json_set(o, "donate_total", json_integer((json_int_t)p[i].donate_total), &bad);
+		ctl_json_set(o, "pages_lent", json_integer((json_int_t)p[i].pages_lent), &bad);
+		ctl_json_set(o, "pages_borrowed", json_integer((json_int_t)p[i].pages_borrowed),
+			     &bad);
+		ctl_json_set(o, "ups", json_integer((json_int_t)p[i].ups), &bad);
+		ctl_json_set(o, "deaths", json_integer((json_int_t)p[i].deaths), &bad);
+		if (!o || json_array_append_new(a, o))
+			bad = 1;
+	}
+	free(p);
+	if (bad) {
+		json_decref(a);
+		a = NULL;
+	}
+	return ctl_json_put(a);
+}
+
+static int ctl_peers(ramster *r, int json)
 {
 	struct ramster_peer_info *p = NULL;
 	size_t n = 0, i;
@@ -382,6 +517,8 @@ static int ctl_peers(ramster *r)
 
 	if (rc)
 		return ctl_failed("peers", rc);
+	if (json)
+		return ctl_peers_json(p, n);
 	if (!n) {
 		printf("no peers (a single node)\n");
 		free(p);
@@ -458,7 +595,9 @@ int main(int argc, char **argv)
 		return ctl_usage_error("no command (status, stats, pools, peers, exports or genkey)",
 				       NULL);
 	cmd = argv[optind++];
-	if (!strcmp(cmd, "stats") && optind < argc && !strcmp(argv[optind], "--json")) {
+	if ((!strcmp(cmd, "stats") || !strcmp(cmd, "status") || !strcmp(cmd, "pools") ||
+	     !strcmp(cmd, "peers") || !strcmp(cmd, "exports")) &&
+	    optind < argc && !strcmp(argv[optind], "--json")) {
 		json = 1;
 		optind++;
 	}
@@ -500,19 +639,19 @@ int main(int argc, char **argv)
 	if (!r)
 		return 1;
 	if (!strcmp(cmd, "status"))
-		rc = ctl_status(r);
+		rc = ctl_status(r, json);
 	else if (!strcmp(cmd, "stats"))
 		rc = ctl_stats(r, json);
 	else if (!strcmp(cmd, "peers"))
-		rc = ctl_peers(r);
+		rc = ctl_peers(r, json);
 	else if (!strcmp(cmd, "ping"))
 		rc = ctl_ping(r, ping_node);
 	else if (!strcmp(cmd, "exports"))
-		rc = ctl_exports(r);
+		rc = ctl_exports(r, json);
 	else if (!strcmp(cmd, "drain") || !strcmp(cmd, "undrain"))
 		rc = ctl_drain(r, !strcmp(cmd, "drain"), drain_node, drain_wait);
 	else
-		rc = ctl_pools(r);
+		rc = ctl_pools(r, json);
 	ramster_close(r);
 	if (!rc && fflush(stdout)) {
 		fprintf(stderr, "ramsterctl: write error: %s\n", strerror(errno));
