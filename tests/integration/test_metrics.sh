@@ -9,6 +9,7 @@
 set -u
 BIN=${RAMSTER_BIN:-build/bin}
 BIN=$(cd "$BIN" && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
 T=$(mktemp -d /tmp/ramster-metrics.XXXXXX)
 pass=0
 fail=0
@@ -116,7 +117,7 @@ scrape() {
 t_families() {
 	"$BIN/ramsterctl" -s "$T/a.sock" stats --json >"$T/stats.json" || return 1
 	scrape "$ma" "$T/a.prom" || return 1
-	"$PY" - "$T/stats.json" "$T/a.prom" <<'EOF'
+	"$PY" - "$T/stats.json" "$T/a.prom" "$HERE/../../docs/grafana-ramster.json" <<'EOF'
 import json, sys
 from prometheus_client.parser import text_string_to_metric_families
 stats = json.load(open(sys.argv[1]))
@@ -148,7 +149,17 @@ for name in ("tier_budget_frames", "foreign_budget", "nbd_exports", "cluster_pee
 assert fams["ramster_foreign_budget_bytes"].samples[0].value == 16 << 20
 assert fams["ramster_build_info"].samples[0].labels["node"] == "a"
 assert fams["ramster_metrics_snapshot_age_seconds"].samples[0].value < 1.0
-print(len(stats), "counters,", len(fams), "families")
+# the dashboard in docs/ asks only for series the node exports
+import re
+dash = json.load(open(sys.argv[3]))
+names = set()
+for panel in dash["panels"]:
+    for t in panel["targets"]:
+        names.update(re.findall(r"ramster_[a-z0-9_]+", t["expr"]))
+for n in names:
+    base = n[:-6] if n.endswith("_total") else n
+    assert base in fams, "dashboard series %s not exported" % n
+print(len(stats), "counters,", len(fams), "families,", len(names), "dashboard series")
 EOF
 }
 run every_counter_is_a_family_with_help_and_type t_families
