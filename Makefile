@@ -60,6 +60,8 @@ LIB_OBJ    := $(call obj,$(LIB_SRC))
 # the test and benchmark pages (tools/pagegen.c): linked into ramster-bench,
 # ramster-netbench and every integration test; not a program of its own
 PAGEGEN_OBJ := $(call obj,tools/pagegen.c)
+# the tools' JSON reports (tools/jout.c, jansson): not a program of its own either
+JOUT_OBJ := $(call obj,tools/jout.c)
 # the client library needs only the client protocol
 LIBWIRE_OBJ := $(call obj,proto/wire.c $(BUILD)/gen/proto/client.pb-c.c)
 
@@ -119,15 +121,15 @@ $(BUILD)/bin/ramsterd: $(call obj,node/main.c) $(BUILD)/lib/libnode.a $(BUILD)/l
 $(BUILD)/bin/ramsterctl: $(call obj,tools/ramsterctl.c) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(JSON_LIBS)
-$(BUILD)/bin/ramster-bench: $(call obj,tools/ramster-bench.c) $(PAGEGEN_OBJ) $(BUILD)/lib/libramster.a $(BUILD)/lib/libtier.a
+$(BUILD)/bin/ramster-bench: $(call obj,tools/ramster-bench.c) $(PAGEGEN_OBJ) $(JOUT_OBJ) $(BUILD)/lib/libramster.a $(BUILD)/lib/libtier.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
-$(BUILD)/bin/ramster-netbench: $(call obj,tools/ramster-netbench.c) $(PAGEGEN_OBJ) $(BUILD)/lib/libramster.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(JSON_LIBS)
+$(BUILD)/bin/ramster-netbench: $(call obj,tools/ramster-netbench.c) $(PAGEGEN_OBJ) $(JOUT_OBJ) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
-$(BUILD)/bin/ramster-drill: $(call obj,tools/ramster-drill.c) $(BUILD)/lib/libramster.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(JSON_LIBS)
+$(BUILD)/bin/ramster-drill: $(call obj,tools/ramster-drill.c) $(JOUT_OBJ) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(JSON_LIBS)
 
 # ---- tests -------------------------------------------------------------------
 $(BUILD)/tests/unit/%: $(call obj,tests/unit/%.c) $(BUILD)/lib/libnode.a $(BUILD)/lib/libtier.a $(BUILD)/lib/libwire.a

@@ -15,6 +15,7 @@
 #   RAMSTER_BENCH_CPU        pin every process to this CPU list (taskset), e.g. 0
 #   RAMSTER_NETBENCH_ARGS    more ramster-netbench options, e.g. "--classify round"
 set -u
+command -v jq >/dev/null || { echo "$0: jq missing (tools/deps.sh installs it): the figures are read from JSON with it" >&2; exit 1; }
 
 bin=${1:-build/bin}
 local_mb=${RAMSTER_BENCH_LOCAL_MB:-8}
@@ -129,8 +130,9 @@ echo "== ramsterctl peers (alpha)"
 "$bin/ramsterctl" --socket "$dir/alpha.sock" peers
 
 # ---- summary ---------------------------------------------------------------------
+# json KEY: a figure from ramster-netbench's JSON report ("" if absent or null)
 json() {
-	sed -n "s/.*\"$1\": *\([-0-9.eE+]*\).*/\1/p" "$dir/net.json"
+	jq -r --arg k "$1" '.[$k] // empty' "$dir/net.json"
 }
 verdict() {
 	awk -v v="$1" -v f="$2" 'BEGIN {
@@ -169,8 +171,8 @@ echo "  remotify $(j remotify_pps) pages/s while active ($(j remotify_phase_pps)
 	"settle $(j settle_s) s"
 echo "  ratios: repatriate/memcached p50 $(j ratio_repat_mc)," \
 	"local/memcached p50 $(j ratio_local_mc)"
-left=$(grep -o '"peer[0-9]*_left_after_destroy[0-9]*": *[0-9]*' "$dir/net.json" |
-	awk -F': *' '{ s += $2 } END { print s + 0 }')
+left=$(jq '[to_entries[] | select(.key | test("^peer[0-9]+_left_after_destroy[0-9]+$"))
+	| .value] | add // 0' "$dir/net.json")
 echo "  pages left on the peers after each pool destroy (all phases): $left"
 r=$(json ratio_repat_ping)
 r0=$(json ratio_repat_baseline)

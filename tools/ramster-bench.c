@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tools/jout.h"
 #include "ramster.h"
 #include "tmem/compress.h"
 #include "tmem/tmem.h"
@@ -694,40 +695,49 @@ static void print_text(const struct result *lzo, const struct result *in, const 
 		       (unsigned long long)(lzo->errors + in->errors + dm->errors));
 }
 
-static void json_mode(const char *name, const struct result *r)
+static void json_mode(struct jout *j, const char *name, const struct result *r)
 {
-	printf(", \"%s_put_pps\": %.0f, \"%s_get_pps\": %.0f, \"%s_putget_pps\": %.0f", name,
-	       r->put_pps, name, r->get_pps, name, r->putget_pps);
-	printf(", \"%s_put_p50_us\": %.3f, \"%s_put_p99_us\": %.3f", name, r->put_p50, name,
-	       r->put_p99);
-	printf(", \"%s_get_p50_us\": %.3f, \"%s_get_p99_us\": %.3f", name, r->get_p50, name,
-	       r->get_p99);
-	printf(", \"%s_refused\": %llu, \"%s_errors\": %llu", name, (unsigned long long)r->refused,
-	       name, (unsigned long long)r->errors);
-	if (r->have_tier)
-		printf(", \"%s_pages\": %llu, \"%s_compression\": %.3f, \"%s_ram_per_page\": %.1f"
-		       ", \"%s_meta_per_page\": %.2f",
-		       name, (unsigned long long)r->pages, name, ratio(r), name, ram_per_page(r),
-		       name, meta_per_page(r));
+	jout_round(j, r->put_pps, "%s_put_pps", name);
+	jout_round(j, r->get_pps, "%s_get_pps", name);
+	jout_round(j, r->putget_pps, "%s_putget_pps", name);
+	jout_real(j, r->put_p50, "%s_put_p50_us", name);
+	jout_real(j, r->put_p99, "%s_put_p99_us", name);
+	jout_real(j, r->get_p50, "%s_get_p50_us", name);
+	jout_real(j, r->get_p99, "%s_get_p99_us", name);
+	jout_uint(j, r->refused, "%s_refused", name);
+	jout_uint(j, r->errors, "%s_errors", name);
+	if (r->have_tier) {
+		jout_uint(j, r->pages, "%s_pages", name);
+		jout_real(j, ratio(r), "%s_compression", name);
+		jout_real(j, ram_per_page(r), "%s_ram_per_page", name);
+		jout_real(j, meta_per_page(r), "%s_meta_per_page", name);
+	}
 }
 
+/* The report as one line of JSON (jansson), for tools/bench.sh. */
 static void print_json(const struct result *lzo, const struct result *in, const struct result *dm)
 {
-	printf("{\"pages\": %llu, \"data\": \"%s\", \"distinct\": %llu, \"batch\": %u, \"reps\": %u",
-	       (unsigned long long)o.pages, data_name(o.data), (unsigned long long)distinct,
-	       o.batch, o.reps);
-	if (lzo->ran)
-		printf(", \"lzo_pps\": %.0f, \"lzo_p50_us\": %.3f, \"lzo_errors\": %llu",
-		       lzo->putget_pps, lzo->put_p50, (unsigned long long)lzo->errors);
+	struct jout *j = jout_new();
+
+	jout_uint(j, o.pages, "pages");
+	jout_str(j, data_name(o.data), "data");
+	jout_uint(j, distinct, "distinct");
+	jout_uint(j, o.batch, "batch");
+	jout_uint(j, o.reps, "reps");
+	if (lzo->ran) {
+		jout_round(j, lzo->putget_pps, "lzo_pps");
+		jout_real(j, lzo->put_p50, "lzo_p50_us");
+		jout_uint(j, lzo->errors, "lzo_errors");
+	}
 	if (in->ran)
-		json_mode("inproc", in);
+		json_mode(j, "inproc", in);
 	if (dm->ran)
-		json_mode("daemon", dm);
+		json_mode(j, "daemon", dm);
 	if (lzo->ran && in->ran)
-		printf(", \"ratio_inproc_lzo\": %.3f", in->putget_pps / lzo->putget_pps);
+		jout_real(j, in->putget_pps / lzo->putget_pps, "ratio_inproc_lzo");
 	if (lzo->ran && dm->ran)
-		printf(", \"ratio_daemon_lzo\": %.3f", dm->putget_pps / lzo->putget_pps);
-	printf("}\n");
+		jout_real(j, dm->putget_pps / lzo->putget_pps, "ratio_daemon_lzo");
+	jout_print(j);
 }
 
 /* ---- main ------------------------------------------------------------------------ */
