@@ -19,6 +19,7 @@
 #include "node/client.h"
 #include "node/counters.h"
 #include "node/log.h"
+#include "node/reload.h"
 #include "node/spin.h"
 #include "proto/wire.h"
 #include "ramster.h"
@@ -36,6 +37,7 @@ struct client {
 	struct client *next, *prev;
 	uint64_t id;
 	int fd;
+	uid_t uid; /* SO_PEERCRED's, or (uid_t)-1 unknown: privileged ops check it */
 	struct pools_client *pools;
 	uint8_t *in; /* received bytes: in[0..in_len) */
 	size_t in_len, in_cap;
@@ -418,6 +420,27 @@ static int client_do_status(struct client *c, Ramster__Response *rsp)
 	}
 	rsp->status = ptrs;
 	rsp->n_status = CLIENT_STATUS_KEYS;
+	return client_reply(c, rsp, NULL, 0);
+}
+
+/* RELOAD (node/reload.c): privileged; the outcome as status lines applied, restart, error. */
+static int client_do_reload(struct client *c, Ramster__Response *rsp)
+{
+	struct reload_result res;
+	Ramster__KeyValue kv[3], *ptrs[3];
+	const char *rows[3][2] = {{"applied", res.applied}, {"restart", res.restart},
+				  {"error", res.error}};
+	int i;
+
+	rsp->result = reload_request(c->l->env->reload, c->uid, &res);
+	for (i = 0; i < 3; i++) {
+		ramster__key_value__init(&kv[i]);
+		kv[i].key = (char *)rows[i][0];
+		kv[i].value = (char *)rows[i][1];
+		ptrs[i] = &kv[i];
+	}
+	rsp->status = ptrs;
+	rsp->n_status = 3;
 	return client_reply(c, rsp, NULL, 0);
 }
 
@@ -875,6 +898,8 @@ static int client_dispatch(struct client *c, const Ramster__Request *req, size_t
 		return client_do_exports(c, &rsp);
 	case RAMSTER__OP__OP_DRAIN:
 		return client_do_drain(c, req);
+	case RAMSTER__OP__OP_RELOAD:
+		return client_do_reload(c, &rsp);
 	default:
 		rsp.result = -EOPNOTSUPP; /* the decoder lets no other op through */
 		break;
@@ -1050,7 +1075,8 @@ static void client_new(struct client_listener *l, int fd)
 	l->clients = c;
 	env->stats->clients++;
 	env->stats->clients_total++;
-	if (!getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len))
+	c->uid = (uid_t)-1;
+	if (!getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) && (c->uid = cred.uid, 1))
 		log_debug("client %llu connected (pid %ld uid %ld)", (unsigned long long)c->id,
 			  (long)cred.pid, (long)cred.uid);
 	return;

@@ -1203,7 +1203,9 @@ struct cluster *cluster_create(struct ev_loop *loop, const struct config *cfg,
 		randombytes_buf(&c->rng, sizeof(c->rng));
 	while (!c->rng);
 
-	c->peers = calloc(cfg->n_nodes ? cfg->n_nodes : 1, sizeof(*c->peers));
+	/* room for every node id: a reload may add nodes (cluster_add_node), and the
+	 * peers' watchers must never move */
+	c->peers = calloc(CONFIG_NODES_MAX, sizeof(*c->peers));
 	if (!c->peers) {
 		cluster_fail(err, errlen, ENOMEM, "cluster: out of memory");
 		goto free_cluster;
@@ -1278,6 +1280,36 @@ free_cluster:
 	free(c);
 	return NULL;
 }
+
+/* ---- reload hook (node/reload.c): a node added to the cluster file ---- */
+int cluster_add_node(struct cluster *c, const struct config_node *node)
+{
+	struct cluster_peer *p;
+
+	if (node->id == 0 || node->id > CONFIG_NODES_MAX || node->id == c->self.id)
+		return -EINVAL;
+	if (c->by_id[node->id])
+		return -EEXIST;
+	if (c->n_peers >= CONFIG_NODES_MAX)
+		return -ENOSPC;
+	p = &c->peers[c->n_peers];
+	memset(p, 0, sizeof(*p));
+	p->c = c;
+	p->node = *node;
+	p->dialer = node->id > c->self.id;
+	p->backoff_ms = CLUSTER_BACKOFF_MIN_MS;
+	ev_timer_init(&p->redial, peer_redial_cb, 0., 0.);
+	ev_init(&p->dead, peer_dead_cb);
+	ev_timer_init(&p->backlog, peer_backlog_cb, CLUSTER_BACKLOG_S, 0.);
+	c->by_id[node->id] = p;
+	c->n_peers++;
+	log_notice("cluster %s: node %s (%u) at %s:%u added%s", c->name, node->name, node->id,
+		   node->host, (unsigned)node->port, p->dialer ? ", dialing it" : ", waiting for it");
+	if (p->dialer)
+		peer_dial(p);
+	return 0;
+}
+/* ---- end of the reload hook ---- */
 
 void cluster_destroy(struct cluster *c)
 {

@@ -60,6 +60,13 @@ struct cluster *cluster_create(struct ev_loop *loop, const struct config *cfg,
 			       const struct config_node *self, const uint8_t key[CLUSTER_KEY_LEN],
 			       const struct cluster_handlers *h, void *arg, char *err, size_t errlen);
 
+/*
+ * A node added to the cluster file (a reload, node/reload.c): from now on it
+ * is a peer like the others (dialed if its id is higher than ours, accepted
+ * otherwise). @return 0, -EEXIST (its id is a peer already), -EINVAL, -ENOSPC.
+ */
+int cluster_add_node(struct cluster *c, const struct config_node *node);
+
 /* Fail every pending request (-ECANCELED), close every link, free. NULL ok. */
 void cluster_destroy(struct cluster *c);
 

@@ -18,6 +18,7 @@
 #include <ini.h>
 
 #include "node/config.h"
+#include "node/log.h"
 #include "tmem/replica.h"
 
 #define CONFIG_DEFAULT_LOCAL_MB 256
@@ -449,6 +450,16 @@ static int node_metrics_listen(struct config_parse *p, const char *key, const ch
 			     sizeof(p->node->metrics_listen));
 }
 
+static int node_log_level(struct config_parse *p, const char *key, const char *v)
+{
+	int level = log_level_parse(v);
+
+	if (level < 0)
+		return config_fail(p, "%s: '%s' is not debug, info, notice, warn or error", key, v);
+	p->node->log_level = level;
+	return 0;
+}
+
 static int node_busy_poll(struct config_parse *p, const char *key, const char *v)
 {
 	return config_number(p, key, v, 0, CONFIG_BUSY_POLL_MAX_US, &p->node->busy_poll_us);
@@ -510,6 +521,7 @@ static const struct config_key node_keys[] = {
     {"nbd_listen", node_nbd_listen},
     {"busy_poll_us", node_busy_poll},
     {"metrics_listen", node_metrics_listen},
+    {"log_level", node_log_level},
     {NULL, NULL},
 };
 
@@ -525,6 +537,7 @@ static void config_node_defaults(struct config_node *n)
 	n->transport = TRANSPORT_TCP;
 	n->local_mb = CONFIG_DEFAULT_LOCAL_MB;
 	n->busy_poll_us = CONFIG_DEFAULT_BUSY_POLL_US;
+	n->log_level = -1;
 }
 
 /* Open the section named by a header's text (between the brackets). */

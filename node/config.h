@@ -40,6 +40,7 @@ struct config_node {
 	char nbd_listen[CONFIG_NAME_MAX];
 	char metrics_listen[CONFIG_NAME_MAX + 8]; /* HOST:PORT of /metrics ("" = none) */
 	uint64_t busy_poll_us;          /* the loop polls this long before sleeping (0 = off) */
+	int log_level;                  /* enum log_level, -1 = not set (--log-level, else info) */
 	int line;                       /* where the section starts */
 };
 

@@ -4,6 +4,7 @@
 #include "node/counters.h"
 #include "node/metrics.h"
 #include "node/nbd.h"
+#include "node/reload.h"
 #include "node/remote.h"
 #include "node/spin.h"
 #include "node/stats.h"
@@ -24,6 +25,8 @@ void counters_foreach(const struct client_env *env, counters_fn fn, void *arg)
 		fn(arg, "loop_busy_poll_hits", ss.hits, "... and found work without sleeping");
 		fn(arg, "loop_busy_poll_us", ss.spun_us, "microseconds spent busy polling");
 	}
+	if (env->reload)
+		reload_foreach_stat(env->reload, fn, arg);
 	if (env->metrics)
 		metrics_foreach_stat(env->metrics, fn, arg);
 }

@@ -28,6 +28,7 @@
 #include "node/metrics.h"
 #include "node/nbd.h"
 #include "node/pools.h"
+#include "node/reload.h"
 #include "node/spin.h"
 #include "node/stats.h"
 #include "tmem/zcache.h"
@@ -169,6 +170,7 @@ struct main_node {
 	struct nbd *nbd; /* the NBD frontend, or NULL without exports */
 	struct spin *spin; /* the loop's busy polling */
 	struct metrics *metrics; /* the Prometheus endpoint, or NULL */
+	struct reload *reload;   /* SIGHUP and OP_RELOAD, or NULL without a file */
 	struct client_env env;
 };
 
@@ -180,7 +182,15 @@ static void main_stop_cb(struct ev_loop *loop, ev_signal *w, int revents)
 
 static void main_hup_cb(struct ev_loop *loop, ev_signal *w, int revents)
 {
-	log_notice("SIGHUP ignored: the configuration is read only at start");
+	struct reload *rl = w->data;
+	struct reload_result res;
+
+	if (!rl) {
+		log_notice("SIGHUP ignored: the node runs without a cluster file (--config)");
+		return;
+	}
+	log_notice("SIGHUP received: reloading the cluster file");
+	reload_run(rl, &res); /* logs what it did */
 }
 
 #ifndef PR_SET_IO_FLUSHER
@@ -256,6 +266,9 @@ int main(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
+
+	if (o.log_level < 0 && self && self->log_level >= 0)
+		log_set_level((enum log_level)self->log_level); /* the file's log_level */
 
 	if (o.socket)
 		socket_path = o.socket;
@@ -344,9 +357,18 @@ int main(int argc, char **argv)
 		n.env.metrics = n.metrics;
 		log_notice("metrics: http://%s/metrics", self->metrics_listen);
 	}
+	if (o.config) {
+		n.reload = reload_create(config_shown, name, &cfg, o.log_level >= 0, n.remote);
+		if (!n.reload) {
+			log_error("cannot set up reloading: %s", strerror(ENOMEM));
+			goto stop_metrics;
+		}
+		n.env.reload = n.reload;
+	}
 	ev_signal_init(&n.sigterm, main_stop_cb, SIGTERM);
 	ev_signal_init(&n.sigint, main_stop_cb, SIGINT);
 	ev_signal_init(&n.sighup, main_hup_cb, SIGHUP);
+	n.sighup.data = n.reload;
 	ev_signal_start(n.loop, &n.sigterm);
 	ev_signal_start(n.loop, &n.sigint);
 	ev_signal_start(n.loop, &n.sighup);
@@ -384,6 +406,9 @@ stop_signals:
 	ev_signal_stop(n.loop, &n.sighup);
 	ev_signal_stop(n.loop, &n.sigint);
 	ev_signal_stop(n.loop, &n.sigterm);
+	n.env.reload = NULL;
+	reload_destroy(n.reload);
+stop_metrics:
 	n.env.metrics = NULL;
 	metrics_destroy(n.metrics);
 stop_nbd:

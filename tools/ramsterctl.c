@@ -48,6 +48,8 @@ static void ctl_usage(FILE *f)
 		"                  owner (placed on another peer); shows the node's progress\n"
 		"                  until none is left; then it can stop without loss\n"
 		"  undrain [NODE]  take peers' pages again\n"
+		"  reload          re-read the cluster file (as SIGHUP does; root or the\n"
+		"                  daemon's user): what was applied, what needs a restart\n"
 		"  genkey          print a new cluster key (32 random bytes as 64 hex digits)\n"
 		"\n"
 		"status, stats, pools, peers and exports take --json: one JSON document\n"
@@ -470,6 +472,36 @@ static int ctl_drain(ramster *r, int on, const char *node_arg, int wait)
 	return 0;
 }
 
+/* ---- reload ------------------------------------------------------------------ */
+
+static int ctl_reload(ramster *r)
+{
+	struct ramster_kv *kv = NULL;
+	const char *applied = "", *restart = "", *error = "";
+	size_t n = 0, i;
+	int rc = ramster_reload(r, &kv, &n);
+
+	if (rc && !n)
+		return ctl_failed("reload", rc);
+	for (i = 0; i < n; i++) {
+		if (!strcmp(kv[i].key, "applied"))
+			applied = kv[i].value;
+		else if (!strcmp(kv[i].key, "restart"))
+			restart = kv[i].value;
+		else if (!strcmp(kv[i].key, "error"))
+			error = kv[i].value;
+	}
+	if (rc) {
+		fprintf(stderr, "ramsterctl: reload: %s\n", *error ? error : strerror(-rc));
+		ramster_kv_free(kv, n);
+		return 1;
+	}
+	printf("reload: applied: %s\n", *applied ? applied : "nothing");
+	printf("reload: needs a restart: %s\n", *restart ? restart : "nothing");
+	ramster_kv_free(kv, n);
+	return 0;
+}
+
 /* ---- peers ------------------------------------------------------------------- */
 
 static int ctl_peers_json(struct ramster_peer_info *p, size_t n)
@@ -625,7 +657,7 @@ int main(int argc, char **argv)
 		return ctl_genkey();
 	if (strcmp(cmd, "status") && strcmp(cmd, "stats") && strcmp(cmd, "pools") &&
 	    strcmp(cmd, "peers") && strcmp(cmd, "exports") && strcmp(cmd, "ping") &&
-	    strcmp(cmd, "drain") && strcmp(cmd, "undrain"))
+	    strcmp(cmd, "drain") && strcmp(cmd, "undrain") && strcmp(cmd, "reload"))
 		return ctl_usage_error("unknown command", cmd);
 
 	if (!path) {
@@ -648,6 +680,8 @@ int main(int argc, char **argv)
 		rc = ctl_ping(r, ping_node);
 	else if (!strcmp(cmd, "exports"))
 		rc = ctl_exports(r, json);
+	else if (!strcmp(cmd, "reload"))
+		rc = ctl_reload(r);
 	else if (!strcmp(cmd, "drain") || !strcmp(cmd, "undrain"))
 		rc = ctl_drain(r, !strcmp(cmd, "drain"), drain_node, drain_wait);
 	else
