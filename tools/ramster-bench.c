@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "tools/jout.h"
+#include "tools/progress.h"
 #include "ramster.h"
 #include "tmem/compress.h"
 #include "tmem/tmem.h"
@@ -394,6 +395,7 @@ static int measure(struct target *t, struct rep_figures *f, double *lat,
 	int *results = malloc(o.batch * sizeof(int));
 	uint64_t i, k;
 	double t0, t1;
+	struct progress pg; /* on stderr, outside the timed calls */
 	int rc = 0;
 
 	if (!buf || !results) {
@@ -401,6 +403,7 @@ static int measure(struct target *t, struct rep_figures *f, double *lat,
 		goto out;
 	}
 	memset(f, 0, sizeof(*f));
+	progress_start(&pg, stderr, "ramster-bench", 2 * o.pages);
 	for (i = 0; i < o.pages; i += o.batch, c++) {
 		size_t n = o.pages - i < o.batch ? (size_t)(o.pages - i) : o.batch;
 
@@ -411,6 +414,7 @@ static int measure(struct target *t, struct rep_figures *f, double *lat,
 			goto out;
 		f->put_s += t1 - t0;
 		lat[c] = (t1 - t0) * 1e6 / (double)n;
+		progress_set(&pg, i + n, "pages: puts of rep %u/%u", t->rep + 1, o.reps);
 	}
 	f->put_p50 = quantile(lat, calls, 0.5);
 	f->put_p99 = quantile(lat, calls, 0.99);
@@ -433,7 +437,9 @@ static int measure(struct target *t, struct rep_figures *f, double *lat,
 			if (results[k] || memcmp(buf + k * PAGE, page_of(i + k), PAGE))
 				f->errors++;
 		}
+		progress_set(&pg, o.pages + i + n, "pages: gets of rep %u/%u", t->rep + 1, o.reps);
 	}
+	progress_end(&pg, 2 * o.pages, "pages: rep %u/%u", t->rep + 1, o.reps);
 	f->get_p50 = quantile(lat, calls, 0.5);
 	f->get_p99 = quantile(lat, calls, 0.99);
 out:

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "tools/jout.h"
+#include "tools/progress.h"
 #include "ramster.h"
 
 #define PAGE	    RAMSTER_PAGE_SIZE
@@ -1086,6 +1087,8 @@ static void restore_watch_start(void)
 static void restore_wait(const struct result *res)
 {
 	double t0 = now_ms(), next = t0 + 5000;
+	struct progress pg;
+	uint64_t peak = 0;
 	char b[24];
 
 	if (res->live_after < o.replicas) {
@@ -1094,14 +1097,28 @@ static void restore_wait(const struct result *res)
 		     stat_str(b, sizeof(b), node_stat(1, "replica_below_target")));
 		return;
 	}
+	/* re-replication's progress on stderr: the copies still missing going down */
+	progress_start(&pg, stderr, "drill: re-replication", 0);
+	if (o.json)
+		pg.mode = 0; /* the report is the only output */
 	while (!atomic_load(&rw.restored) && now_ms() - t0 < RESTORE_MS) {
-		if (now_ms() >= next) {
+		uint64_t last = atomic_load(&rw.last);
+
+		if (last != NOSTAT && last > peak)
+			pg.total = peak = last;
+		if (last != NOSTAT && peak)
+			progress_set(&pg, peak - last, "copies re-made, %llu below target",
+				     (unsigned long long)last);
+		if (now_ms() >= next && !progress_tty(&pg)) {
 			note("  %4.0f s: n1 replica_below_target %s", (now_ms() - t0) / 1e3,
-			     stat_str(b, sizeof(b), atomic_load(&rw.last)));
+			     stat_str(b, sizeof(b), last));
 			next += 5000;
 		}
 		sleep_ms(STAT_POLL_MS);
 	}
+	if (pg.drawn)
+		progress_end(&pg, peak, "copies re-made%s",
+			     atomic_load(&rw.restored) ? "" : " (not all: timed out)");
 }
 
 static void fault(struct result *res, ramster *r1)
