@@ -9,7 +9,7 @@ pkgs=(
 	liblzo2-dev libev-dev libprotobuf-c-dev protobuf-c-compiler
 	libsodium-dev libinih-dev libcmocka-dev
 	libibverbs-dev librdmacm-dev
-	libmicrohttpd-dev libjansson-dev python3-prometheus-client jq curl
+	libmicrohttpd-dev libjansson-dev python3-prometheus-client jq curl tmux
 	iproute2 procps psmisc memcached
 	libnbd-bin python3-libnbd nbdkit fio qemu-utils socat
 )
