@@ -189,6 +189,7 @@ struct cluster {
 	struct cluster_peer *by_id[CONFIG_NODES_MAX + 1];
 	struct cluster_peer *peers;
 	size_t n_peers;
+	size_t n_removed; /* peers removed by a reload: their slots stay, unnamed */
 	struct cluster_link *links; /* every link not yet closed */
 	ev_timer heartbeat;
 	bool destroying;
@@ -1291,7 +1292,7 @@ int cluster_add_node(struct cluster *c, const struct config_node *node)
 	if (c->by_id[node->id])
 		return -EEXIST;
 	if (c->n_peers >= CONFIG_NODES_MAX)
-		return -ENOSPC;
+		return -ENOSPC; /* removed peers keep their slots until a restart */
 	p = &c->peers[c->n_peers];
 	memset(p, 0, sizeof(*p));
 	p->c = c;
@@ -1307,6 +1308,33 @@ int cluster_add_node(struct cluster *c, const struct config_node *node)
 		   node->host, (unsigned)node->port, p->dialer ? ", dialing it" : ", waiting for it");
 	if (p->dialer)
 		peer_dial(p);
+	return 0;
+}
+
+/* A node removed from the cluster file: refused while it holds our pages. */
+int cluster_remove_node(struct cluster *c, uint32_t id)
+{
+	struct cluster_peer *p = cluster_peer(c, id);
+
+	if (!p)
+		return -ENOENT;
+	if (p->pages_there)
+		return -EBUSY; /* drain it first: its copies of our pages would go */
+	log_notice("cluster %s: node %s (%u) removed", c->name, p->node.name, p->node.id);
+	p->dialer = false; /* never dialed again; its hellos name no peer of ours */
+	ev_timer_stop(c->loop, &p->redial);
+	ev_timer_stop(c->loop, &p->dead);
+	ev_timer_stop(c->loop, &p->backlog);
+	peer_drop_link(p, "node removed from the cluster file");
+	if (p->state != PEER_DEAD) {
+		p->state = PEER_DEAD;
+		p->epoch++;
+		if (c->h.on_peer_down)
+			c->h.on_peer_down(c->arg, p->node.id, "removed");
+	}
+	peer_fail_pending(p, -EHOSTDOWN);
+	c->by_id[id] = NULL;
+	c->n_removed++;
 	return 0;
 }
 /* ---- end of the reload hook ---- */
@@ -1731,11 +1759,13 @@ void cluster_foreach_stat(struct cluster *c,
 	size_t i;
 
 	for (i = 0; i < c->n_peers; i++) {
+		if (!c->by_id[c->peers[i].node.id])
+			continue; /* removed */
 		up += c->peers[i].link != NULL;
 		dead += c->peers[i].state == PEER_DEAD;
 		pending += c->peers[i].count;
 	}
-	fn(arg, "cluster_peers", c->n_peers, "peers in the cluster file");
+	fn(arg, "cluster_peers", c->n_peers - c->n_removed, "peers in the cluster file");
 	fn(arg, "cluster_links_up", up, "peers with an authenticated link now");
 	fn(arg, "cluster_peers_dead", dead, "peers declared dead now");
 	fn(arg, "cluster_requests_pending", pending, "requests waiting for a reply now");

@@ -32,6 +32,7 @@ struct reload {
 	uint64_t refused;   /* `ramsterctl reload` from an unprivileged client */
 	uint64_t pending;   /* reloads that left changed keys waiting for a restart */
 	uint64_t nodes_added;
+	uint64_t nodes_removed;
 };
 
 struct reload *reload_create(const char *path, const char *name, struct config *cur,
@@ -164,13 +165,32 @@ static void reload_nodes(struct reload *rl, struct config *cur, const struct con
 	for (i = 0; i < cur->n_nodes; i++) {
 		const struct config_node *o = &cur->nodes[i];
 		const struct config_node *n = config_find_node(nw, o->name);
+		int rc;
 
 		if (!strcmp(o->name, rl->name))
 			continue;
 		if (!n) {
-			reload_note(res->restart, RELOAD_TEXT_MAX,
-				    "[node %s] removed (drain it first: ramsterctl drain %s)",
-				    o->name, o->name);
+			rc = rl->remote ? cluster_remove_node(remote_cluster(rl->remote), o->id)
+					: -ENOTCONN;
+			if (rc == -EBUSY) {
+				reload_note(res->restart, RELOAD_TEXT_MAX,
+					    "[node %s] removed but still holds pages of this node "
+					    "(drain it first: ramsterctl drain %s)",
+					    o->name, o->name);
+				continue;
+			}
+			if (rc) {
+				reload_note(res->restart, RELOAD_TEXT_MAX, "[node %s] removed (%s)",
+					    o->name, strerror(-rc));
+				continue;
+			}
+			rl->nodes_removed++;
+			reload_note(res->applied, RELOAD_TEXT_MAX, "[node %s] removed", o->name);
+			/* nothing keeps pointers into cur->nodes past start-up: close the gap */
+			memmove(&cur->nodes[i], &cur->nodes[i + 1],
+				(cur->n_nodes - i - 1) * sizeof(cur->nodes[0]));
+			cur->n_nodes--;
+			i--;
 			continue;
 		}
 		if (n->id != o->id || strcmp(n->host, o->host) || n->port != o->port ||
@@ -302,4 +322,6 @@ void reload_foreach_stat(const struct reload *rl,
 	fn(arg, "reload_restart_needed", rl->pending,
 	   "reloads that left changed keys for a restart");
 	fn(arg, "reload_nodes_added", rl->nodes_added, "nodes added to the collective by reloads");
+	fn(arg, "reload_nodes_removed", rl->nodes_removed,
+	   "nodes removed from the collective by reloads (drained first)");
 }

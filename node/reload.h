@@ -6,7 +6,8 @@
  * Applied at once: the node's log_level and donate_mb; [cluster] high/low
  * watermarks, replicas (pages placed from now on), rereplicate_rate,
  * remotify_ephemeral/persistent, request_timeout_ms; a [node] section added
- * to the file (the collective links to it without a restart). Everything
+ * to the file (the collective links to it without a restart) or removed
+ * (once that node holds none of our pages: drained). Everything
  * else that changed is named in the log (and the reply) as needing a
  * restart, and left as it runs. A file that does not load changes nothing.
  * Loop thread only.

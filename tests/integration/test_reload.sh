@@ -75,6 +75,9 @@ cluster() {
 	local f=$1 high=$2 rate=$3 donate_a=$4 local_a=$5 n id
 	shift 5
 	cat >"$f" <<EOF
+[export vol]
+size = 128M
+
 [cluster]
 name = reloadtest
 secret_file = $T/key
@@ -95,6 +98,7 @@ address = 127.0.0.1:$((port + id))
 socket = $T/$n.sock
 local_mb = $([ $n = a ] && echo "$local_a" || echo 16)
 donate_mb = $([ $n = a ] && echo "$donate_a" || echo 32)
+nbd_socket = $T/nbd-$n.sock
 EOF
 		[ $n = a ] && [ -n "${LEVEL_A:-}" ] && echo "log_level = $LEVEL_A" >>"$f"
 	done
@@ -191,15 +195,50 @@ t_add_node() {
 }
 run added_node_joins_without_restarts t_add_node
 
-# ---- removing a node: reported, drain first, restart ----------------------------------
+# ---- removing a node: refused while it holds our pages; drained, then removed ---------
+# fio FIO-ARGS...: a's export, 24 MiB with checksums (written, or verified with --verify_only)
+vol_io() {
+	fio --name=vol --ioengine=nbd --uri="nbd+unix:///vol?socket=$T/nbd-a.sock" --rw=write \
+		--bs=64k --iodepth=4 --size=24m --verify=crc32c --verify_pattern='"reload"%o' \
+		--verify_fatal=1 --output-format=terse "$@" >"$T/fio.out" 2>&1 ||
+		{ cat "$T/fio.out"; return 1; }
+}
+c_lent() { # pages c holds for a, as a last heard
+	"$BIN/ramsterctl" -s "$T/a.sock" peers --json | jq -r '.[] | select(.name == "c") | .pages_lent'
+}
 t_remove_node() {
 	local out
+	# one copy a page (with two, draining c leaves a no third node for them)
+	cluster "$T/c.ini" 70 500 64 16 a b c
+	"$BIN/ramsterctl" -s "$T/a.sock" reload || return 1
+	vol_io --do_verify=0 || return 1
+	wait_for sh -c "[ \"\$('$BIN/ramsterctl' -s '$T/a.sock' peers --json |
+		jq -r '.[] | select(.name == \"c\") | .pages_lent')\" -gt 0 ]" || return 1
+	echo "c holds $(c_lent) pages of a"
 	cluster "$T/c.ini" 70 500 64 16 a b
 	out=$("$BIN/ramsterctl" -s "$T/a.sock" reload) || return 1
 	echo "$out"
-	grep -q "needs a restart: \[node c\] removed (drain it first: ramsterctl drain c)" <<<"$out"
+	grep -q "needs a restart: \[node c\] removed but still holds pages of this node (drain it first: ramsterctl drain c)" <<<"$out" ||
+		return 1
+	peer_up a c || return 1 # still a peer
+	timeout 60 "$BIN/ramsterctl" -s "$T/c.sock" drain >"$T/drain.out" || { cat "$T/drain.out"; return 1; }
+	tail -2 "$T/drain.out"
+	wait_for sh -c "[ \"\$('$BIN/ramsterctl' -s '$T/a.sock' peers --json |
+		jq -r '.[] | select(.name == \"c\") | .pages_lent')\" = 0 ]" || return 1
+	out=$("$BIN/ramsterctl" -s "$T/a.sock" reload) || return 1
+	echo "$out"
+	grep -q "applied: .*\[node c\] removed" <<<"$out" || return 1
+	out=$("$BIN/ramsterctl" -s "$T/b.sock" reload) || return 1
+	echo "$out"
+	grep -q "applied: .*\[node c\] removed" <<<"$out" || return 1
+	"$BIN/ramsterctl" -s "$T/a.sock" peers
+	[ "$("$BIN/ramsterctl" -s "$T/a.sock" peers --json | jq length)" = 1 ] &&
+		[ "$(stat a cluster_peers)" = 1 ] && [ "$(stat a reload_nodes_removed)" = 1 ] || return 1
+	kill "$pid_c" # c goes; a's data never depended on it any more
+	sleep 0.5
+	vol_io --verify_only=1 && echo "a's export verified after c left"
 }
-run removed_node_reported t_remove_node
+run removed_node_refused_until_drained_then_removed t_remove_node
 
 echo "$pass passed, $fail failed"
 echo "[  PASSED  ] $pass test(s)."
