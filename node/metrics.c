@@ -60,13 +60,13 @@ struct metrics {
 	bool closing;
 
 	/* counters: written by either thread */
-	atomic_uint_fast64_t scrapes;	      /* GET /metrics answered 200 */
-	atomic_uint_fast64_t stale;	      /* ... with a page the loop did not renew in time */
-	atomic_uint_fast64_t unavailable;     /* 503: the loop never rendered one */
-	atomic_uint_fast64_t not_found;	      /* 404: another path */
-	atomic_uint_fast64_t bad_method;      /* 405: not GET or HEAD */
-	atomic_uint_fast64_t oom;	      /* renderings or answers that failed for memory */
-	atomic_uint_fast64_t renders;	      /* pages the loop rendered */
+	atomic_uint_fast64_t scrapes;	  /* GET /metrics answered 200 */
+	atomic_uint_fast64_t stale;	  /* ... with a page the loop did not renew in time */
+	atomic_uint_fast64_t unavailable; /* 503: the loop never rendered one */
+	atomic_uint_fast64_t not_found;	  /* 404: another path */
+	atomic_uint_fast64_t bad_method;  /* 405: not GET or HEAD */
+	atomic_uint_fast64_t oom;	  /* renderings or answers that failed for memory */
+	atomic_uint_fast64_t renders;	  /* pages the loop rendered */
 };
 
 /* ---- names, units, types ---------------------------------------------------------- */
@@ -356,7 +356,8 @@ char *metrics_render(const struct client_env *env, size_t *len)
 
 	if (!f)
 		return NULL;
-	metrics_head(f, "ramster_build_info", "gauge", "1, labelled with the version and node name");
+	metrics_head(f, "ramster_build_info", "gauge",
+		     "1, labelled with the version and node name");
 	fputs("ramster_build_info{version=", f);
 	metrics_label(f, env->version ? env->version : "");
 	fputs(",node=", f);
@@ -403,8 +404,8 @@ static void metrics_wake_cb(struct ev_loop *loop, ev_async *w, int revents)
 
 /* ---- serving (libmicrohttpd's thread) ---------------------------------------------- */
 
-static enum MHD_Result metrics_answer(struct MHD_Connection *conn, unsigned status,
-				      char *body, size_t len, const char *type)
+static enum MHD_Result metrics_answer(struct MHD_Connection *conn, unsigned status, char *body,
+				      size_t len, const char *type)
 {
 	struct MHD_Response *rsp =
 	    MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
@@ -588,11 +589,11 @@ struct metrics *metrics_create(const struct client_env *env, const char *listen,
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
 					      : ((struct sockaddr_in *)&ss)->sin_port);
-	m->d = MHD_start_daemon(flags, port, NULL, NULL, metrics_handler, m,
-				MHD_OPTION_EXTERNAL_LOGGER, metrics_mhd_log, m,
-				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-				MHD_OPTION_CONNECTION_LIMIT, METRICS_CONN_LIMIT,
-				MHD_OPTION_CONNECTION_TIMEOUT, METRICS_CONN_TIMEOUT, MHD_OPTION_END);
+	m->d = MHD_start_daemon(
+	    flags, port, NULL, NULL, metrics_handler, m, MHD_OPTION_EXTERNAL_LOGGER,
+	    metrics_mhd_log, m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+	    MHD_OPTION_CONNECTION_LIMIT, METRICS_CONN_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT,
+	    METRICS_CONN_TIMEOUT, MHD_OPTION_END);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (!m->d) {
 		snprintf(err, errlen,
@@ -634,6 +635,7 @@ void metrics_foreach_stat(struct metrics *m,
 	fn(arg, "metrics_not_found", atomic_load(&m->not_found), "requests for another path (404)");
 	fn(arg, "metrics_bad_method", atomic_load(&m->bad_method),
 	   "requests with another method than GET or HEAD (405)");
-	fn(arg, "metrics_oom", atomic_load(&m->oom), "renderings or answers that ran out of memory");
+	fn(arg, "metrics_oom", atomic_load(&m->oom),
+	   "renderings or answers that ran out of memory");
 	fn(arg, "metrics_renders", atomic_load(&m->renders), "pages the event loop rendered");
 }

@@ -27,10 +27,10 @@ struct reload {
 	struct config *cur;
 	bool level_from_flag;
 	struct remote *remote;
-	uint64_t reloads;   /* reloads that loaded the file */
-	uint64_t failed;    /* reloads refused: the file did not load */
-	uint64_t refused;   /* `ramsterctl reload` from an unprivileged client */
-	uint64_t pending;   /* reloads that left changed keys waiting for a restart */
+	uint64_t reloads; /* reloads that loaded the file */
+	uint64_t failed;  /* reloads refused: the file did not load */
+	uint64_t refused; /* `ramsterctl reload` from an unprivileged client */
+	uint64_t pending; /* reloads that left changed keys waiting for a restart */
 	uint64_t nodes_added;
 	uint64_t nodes_removed;
 };
@@ -56,8 +56,8 @@ void reload_destroy(struct reload *rl)
 }
 
 /* Append ", " (when not first) and the formatted text to buf. */
-static void __attribute__((format(printf, 3, 4))) reload_note(char *buf, size_t len,
-							       const char *fmt, ...)
+static void __attribute__((format(printf, 3, 4)))
+reload_note(char *buf, size_t len, const char *fmt, ...)
 {
 	size_t n = strlen(buf);
 	va_list ap;
@@ -78,14 +78,14 @@ static void __attribute__((format(printf, 3, 4))) reload_note(char *buf, size_t 
 	do {                                                                                       \
 		if ((cur)->field != (nw)->field) {                                                 \
 			if (apply) {                                                               \
-				reload_note((res)->applied, RELOAD_TEXT_MAX, "%s %llu -> %llu", key,     \
-					    (unsigned long long)(cur)->field,                      \
+				reload_note((res)->applied, RELOAD_TEXT_MAX, "%s %llu -> %llu",    \
+					    key, (unsigned long long)(cur)->field,                 \
 					    (unsigned long long)(nw)->field);                      \
 				(cur)->field = (nw)->field;                                        \
 				(changed) = true;                                                  \
 			} else {                                                                   \
-				reload_note((res)->restart, RELOAD_TEXT_MAX, "%s %llu -> %llu", key,     \
-					    (unsigned long long)(cur)->field,                      \
+				reload_note((res)->restart, RELOAD_TEXT_MAX, "%s %llu -> %llu",    \
+					    key, (unsigned long long)(cur)->field,                 \
 					    (unsigned long long)(nw)->field);                      \
 			}                                                                          \
 		}                                                                                  \
@@ -290,8 +290,8 @@ int reload_run(struct reload *rl, struct reload_result *res)
 	if (res->restart[0])
 		rl->pending++;
 	log_notice("reload of %s: %s%s%s", rl->path,
-		   res->applied[0] ? "applied: " : "nothing to apply",
-		   res->applied, res->restart[0] ? "" : "; nothing needs a restart");
+		   res->applied[0] ? "applied: " : "nothing to apply", res->applied,
+		   res->restart[0] ? "" : "; nothing needs a restart");
 	if (res->restart[0])
 		log_warn("reload: changed but needs a restart (left as it runs): %s", res->restart);
 	return 0;
@@ -316,8 +316,10 @@ void reload_foreach_stat(const struct reload *rl,
 			 void (*fn)(void *arg, const char *name, uint64_t value, const char *help),
 			 void *arg)
 {
-	fn(arg, "reload_done", rl->reloads, "reloads of the cluster file (SIGHUP, ramsterctl reload)");
-	fn(arg, "reload_failed", rl->failed, "reloads refused: the file did not load (nothing changed)");
+	fn(arg, "reload_done", rl->reloads,
+	   "reloads of the cluster file (SIGHUP, ramsterctl reload)");
+	fn(arg, "reload_failed", rl->failed,
+	   "reloads refused: the file did not load (nothing changed)");
 	fn(arg, "reload_refused", rl->refused, "ramsterctl reload refused: not root or our uid");
 	fn(arg, "reload_restart_needed", rl->pending,
 	   "reloads that left changed keys for a restart");
