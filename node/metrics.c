@@ -512,7 +512,8 @@ static enum MHD_Result metrics_handler(void *cls, struct MHD_Connection *conn, c
 	return metrics_text(conn, MHD_HTTP_NOT_FOUND, "not found: the metrics are at /metrics\n");
 }
 
-static void metrics_mhd_log(void *cls, const char *fmt, va_list ap)
+static void __attribute__((format(printf, 2, 0)))
+metrics_mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	char line[256];
 

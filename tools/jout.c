@@ -29,7 +29,8 @@ struct jout *jout_new(void)
 }
 
 /* Set the key made of fmt/ap to v (stolen). */
-static void jout_set(struct jout *j, json_t *v, const char *fmt, va_list ap)
+static void __attribute__((format(printf, 3, 0)))
+jout_set(struct jout *j, json_t *v, const char *fmt, va_list ap)
 {
 	char key[128];
 

@@ -45,7 +45,8 @@ bool progress_tty(const struct progress *p)
 	return p->mode == 2;
 }
 
-static void progress_draw(struct progress *p, uint64_t done, bool end, const char *fmt, va_list ap)
+static void __attribute__((format(printf, 4, 0)))
+progress_draw(struct progress *p, uint64_t done, bool end, const char *fmt, va_list ap)
 {
 	double t = progress_now(), pct = 0;
 	char detail[160] = "";
