@@ -23,6 +23,9 @@ PKG_LIBS   = $(eval PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null))$
 CPPFLAGS += $(PKG_CFLAGS)
 LIBS    = -lev -llzo2 -llz4 $(PKG_LIBS) -lm
 TEST_LIBS = -lcmocka
+# the node's Prometheus endpoint (node/metrics.c) and the tools' JSON (jansson)
+NODE_LIBS = -lmicrohttpd
+JSON_LIBS = -ljansson
 # RDMA=1 (default): transport/rdma.c with rdma_cm + verbs; RDMA=0 builds it as
 # stubs (transport_rdma_new fails with ENOTSUP) and links no RDMA library.
 RDMA    ?= 1
@@ -63,6 +66,10 @@ LIB_OBJ    := $(call obj,$(LIB_SRC))
 # the test and benchmark pages (tools/pagegen.c): linked into ramster-bench,
 # ramster-netbench and every integration test; not a program of its own
 PAGEGEN_OBJ := $(call obj,tools/pagegen.c)
+# the tools' JSON reports (tools/jout.c, jansson): not a program of its own either
+JOUT_OBJ := $(call obj,tools/jout.c)
+# the tools' progress lines (tools/progress.c)
+PROGRESS_OBJ := $(call obj,tools/progress.c)
 # the client library needs only the client protocol
 LIBWIRE_OBJ := $(call obj,proto/wire.c $(BUILD)/gen/proto/client.pb-c.c) $(COMMON_OBJ)
 
@@ -118,24 +125,24 @@ $(BUILD)/lib/libramster.so: $(LIB_OBJ) $(LIBWIRE_OBJ) lib/ramster.map
 # ---- programs ----------------------------------------------------------------
 $(BUILD)/bin/ramsterd: $(call obj,node/main.c) $(BUILD)/lib/libnode.a $(BUILD)/lib/libtier.a $(BUILD)/lib/libwire.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(RDMA_LIBS) $(SYSTEMD_LIBS)
-$(BUILD)/bin/ramsterctl: $(call obj,tools/ramsterctl.c) $(BUILD)/lib/libramster.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(NODE_LIBS) $(RDMA_LIBS) $(SYSTEMD_LIBS)
+$(BUILD)/bin/ramsterctl: $(call obj,tools/ramsterctl.c) $(PROGRESS_OBJ) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
-$(BUILD)/bin/ramster-bench: $(call obj,tools/ramster-bench.c) $(PAGEGEN_OBJ) $(BUILD)/lib/libramster.a $(BUILD)/lib/libtier.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(JSON_LIBS)
+$(BUILD)/bin/ramster-bench: $(call obj,tools/ramster-bench.c) $(PAGEGEN_OBJ) $(JOUT_OBJ) $(PROGRESS_OBJ) $(BUILD)/lib/libramster.a $(BUILD)/lib/libtier.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
-$(BUILD)/bin/ramster-netbench: $(call obj,tools/ramster-netbench.c) $(PAGEGEN_OBJ) $(BUILD)/lib/libramster.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(JSON_LIBS)
+$(BUILD)/bin/ramster-netbench: $(call obj,tools/ramster-netbench.c) $(PAGEGEN_OBJ) $(JOUT_OBJ) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
-$(BUILD)/bin/ramster-drill: $(call obj,tools/ramster-drill.c) $(BUILD)/lib/libramster.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(JSON_LIBS)
+$(BUILD)/bin/ramster-drill: $(call obj,tools/ramster-drill.c) $(JOUT_OBJ) $(PROGRESS_OBJ) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(JSON_LIBS)
 
 # ---- tests -------------------------------------------------------------------
 $(BUILD)/tests/unit/%: $(call obj,tests/unit/%.c) $(BUILD)/lib/libnode.a $(BUILD)/lib/libtier.a $(BUILD)/lib/libwire.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(RDMA_LIBS) $(SYSTEMD_LIBS) $(TEST_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(NODE_LIBS) $(RDMA_LIBS) $(SYSTEMD_LIBS) $(TEST_LIBS)
 $(BUILD)/tests/integration/%: $(call obj,tests/integration/%.c) $(call obj,tests/integration/harness.c) $(PAGEGEN_OBJ) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
@@ -173,7 +180,7 @@ fuzz:
 	  SAN="-fsanitize=fuzzer-no-link,address,undefined" fuzz-bins
 fuzz-bins: $(FUZZ_BIN)
 build-fuzz/fuzz_%: $(call obj,tests/fuzz/fuzz_%.c) $(BUILD)/lib/libwire.a $(BUILD)/lib/libnode.a $(BUILD)/lib/libtier.a
-	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LIBS) $(RDMA_LIBS) $(SYSTEMD_LIBS)
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LIBS) $(NODE_LIBS) $(RDMA_LIBS) $(SYSTEMD_LIBS)
 fuzz-run: fuzz
 	@for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p build-fuzz/corpus/$$n; \
 	  echo "fuzz: $$n for $(FUZZ_TIME)s"; \

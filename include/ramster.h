@@ -125,6 +125,16 @@ void ramster_stats_free(struct ramster_stat *s, size_t n);
 int ramster_status(ramster *r, struct ramster_kv **out, size_t *n);
 void ramster_kv_free(struct ramster_kv *kv, size_t n);
 
+/*
+ * Ask the node to re-read its cluster file (as SIGHUP does): root or the
+ * daemon's own user only. *out gets the node's lines "applied", "restart"
+ * (changed keys that need a restart) and "error" (why nothing changed), freed
+ * with ramster_kv_free, whatever the result. @return 0; -EPERM (not
+ * privileged), -EINVAL (the file does not load), -ENOENT (the node runs
+ * without a file), or another -errno (then *out is not set).
+ */
+int ramster_reload(ramster *r, struct ramster_kv **out, size_t *n);
+
 /* List every pool of the node. *out freed with free(). @return 0 or -errno. */
 int ramster_pools(ramster *r, struct ramster_pool_info **out, size_t *n);
 

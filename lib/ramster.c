@@ -689,6 +689,46 @@ nomem:
 	return -ENOMEM;
 }
 
+int ramster_reload(ramster *r, struct ramster_kv **out, size_t *n)
+{
+	Ramster__Request req = RAMSTER__REQUEST__INIT;
+	Ramster__Response *rsp;
+	struct ramster_kv *kv = NULL;
+	size_t i = 0;
+	int err;
+
+	if (!r || !out || !n)
+		return -EINVAL;
+	req.op = RAMSTER__OP__OP_RELOAD;
+	err = ramster_call(r, &req, NULL, 0, &rsp);
+	if (err)
+		return err;
+	/* the lines come with a refusal too: they say why */
+	if (rsp->n_status) {
+		kv = calloc(rsp->n_status, sizeof(*kv));
+		if (!kv)
+			goto nomem;
+	}
+	for (i = 0; i < rsp->n_status; i++) {
+		kv[i].key = strdup(rsp->status[i]->key);
+		kv[i].value = strdup(rsp->status[i]->value);
+		if (!kv[i].key || !kv[i].value) {
+			i++;
+			goto nomem;
+		}
+	}
+	*out = kv;
+	*n = rsp->n_status;
+	err = rsp->result;
+	ramster__response__free_unpacked(rsp, NULL);
+	return err;
+
+nomem:
+	ramster_kv_free(kv, i);
+	ramster__response__free_unpacked(rsp, NULL);
+	return -ENOMEM;
+}
+
 void ramster_kv_free(struct ramster_kv *kv, size_t n)
 {
 	size_t i;

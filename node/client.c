@@ -433,6 +433,8 @@ static int client_dispatch(struct client *c, const Ramster__Request *req, size_t
 		return admin_exports(c, &rsp);
 	case RAMSTER__OP__OP_DRAIN:
 		return admin_drain(c, req);
+	case RAMSTER__OP__OP_RELOAD:
+		return admin_reload(c, &rsp);
 	default:
 		rsp.result = -EOPNOTSUPP; /* the decoder lets no other op through */
 		break;
@@ -608,7 +610,8 @@ void client_new(struct client_listener *l, int fd)
 	l->clients = c;
 	env->stats->clients++;
 	env->stats->clients_total++;
-	if (!getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len))
+	c->uid = (uid_t)-1;
+	if (!getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) && (c->uid = cred.uid, 1))
 		log_debug("client %llu connected (pid %ld uid %ld)", (unsigned long long)c->id,
 			  (long)cred.pid, (long)cred.uid);
 	return;

@@ -38,6 +38,7 @@ struct client {
 	struct client *next, *prev;
 	uint64_t id;
 	int fd;
+	uid_t uid; /* SO_PEERCRED's, or (uid_t)-1 unknown: privileged ops check it */
 	struct pools_client *pools;
 	uint8_t *in; /* received bytes: in[0..in_len) */
 	size_t in_len, in_cap;
@@ -95,6 +96,7 @@ int admin_status(struct client *c, Ramster__Response *rsp);
 int admin_pools(struct client *c, Ramster__Response *rsp);
 int admin_exports(struct client *c, Ramster__Response *rsp);
 int admin_drain(struct client *c, const Ramster__Request *req);
+int admin_reload(struct client *c, Ramster__Response *rsp);
 int admin_ping(struct client *c, const Ramster__Request *req, size_t payload_off);
 
 #endif /* RAMSTER_NODE_CLIENT_INT_H */

@@ -211,7 +211,9 @@ struct cluster *cluster_create(struct ev_loop *loop, const struct config *cfg,
 		randombytes_buf(&c->rng, sizeof(c->rng));
 	while (!c->rng);
 
-	c->peers = calloc(cfg->n_nodes ? cfg->n_nodes : 1, sizeof(*c->peers));
+	/* room for every node id: a reload may add nodes (cluster_add_node), and the
+	 * peers' watchers must never move */
+	c->peers = calloc(CONFIG_NODES_MAX, sizeof(*c->peers));
 	if (!c->peers) {
 		cluster_fail(err, errlen, ENOMEM, "cluster: out of memory");
 		goto free_cluster;
@@ -534,11 +536,13 @@ void cluster_foreach_stat(struct cluster *c,
 	size_t i;
 
 	for (i = 0; i < c->n_peers; i++) {
+		if (!c->by_id[c->peers[i].node.id])
+			continue; /* removed */
 		up += c->peers[i].link != NULL;
 		dead += c->peers[i].state == PEER_DEAD;
 		pending += c->peers[i].count;
 	}
-	fn(arg, "cluster_peers", c->n_peers, "peers in the cluster file");
+	fn(arg, "cluster_peers", c->n_peers - c->n_removed, "peers in the cluster file");
 	fn(arg, "cluster_links_up", up, "peers with an authenticated link now");
 	fn(arg, "cluster_peers_dead", dead, "peers declared dead now");
 	fn(arg, "cluster_requests_pending", pending, "requests waiting for a reply now");

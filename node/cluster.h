@@ -60,6 +60,22 @@ struct cluster *cluster_create(struct ev_loop *loop, const struct config *cfg,
 			       const struct config_node *self, const uint8_t key[CLUSTER_KEY_LEN],
 			       const struct cluster_handlers *h, void *arg, char *err, size_t errlen);
 
+/*
+ * A node added to the cluster file (a reload, node/reload.c): from now on it
+ * is a peer like the others (dialed if its id is higher than ours, accepted
+ * otherwise). @return 0, -EEXIST (its id is a peer already), -EINVAL, -ENOSPC.
+ */
+int cluster_add_node(struct cluster *c, const struct config_node *node);
+
+/*
+ * A node removed from the cluster file (a reload): refused with -EBUSY while
+ * it holds pages of ours (its last heartbeat said so: drain it first);
+ * otherwise its link goes, pending requests fail (-EHOSTDOWN), on_peer_down
+ * runs ("removed": the pages we held for it are dropped) and it is no peer
+ * any more: never dialed, its hellos refused. @return 0, -EBUSY, -ENOENT.
+ */
+int cluster_remove_node(struct cluster *c, uint32_t id);
+
 /* Fail every pending request (-ECANCELED), close every link, free. NULL ok. */
 void cluster_destroy(struct cluster *c);
 

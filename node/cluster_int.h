@@ -184,6 +184,7 @@ struct cluster {
 	struct cluster_peer *by_id[CONFIG_NODES_MAX + 1];
 	struct cluster_peer *peers;
 	size_t n_peers;
+	size_t n_removed; /* peers removed by a reload: their slots stay, unnamed */
 	struct cluster_link *links; /* every link not yet closed */
 	ev_timer heartbeat;
 	bool destroying;

@@ -22,6 +22,7 @@
 #include "tmem/zalloc.h"
 
 #include "node/config.h"
+#include "node/log.h"
 #include "tmem/replica.h"
 
 #define CONFIG_DEFAULT_LOCAL_MB 256
@@ -447,6 +448,26 @@ static int node_compressor(struct config_parse *p, const char *key, const char *
 	return 0;
 }
 
+static int node_metrics_listen(struct config_parse *p, const char *key, const char *v)
+{
+	int rc = config_address(p, key, v, NULL, NULL);
+
+	if (rc)
+		return rc;
+	return config_string(p, key, v, p->node->metrics_listen, sizeof(p->node->metrics_listen),
+			     sizeof(p->node->metrics_listen));
+}
+
+static int node_log_level(struct config_parse *p, const char *key, const char *v)
+{
+	int level = log_level_parse(v);
+
+	if (level < 0)
+		return config_fail(p, "%s: '%s' is not debug, info, notice, warn or error", key, v);
+	p->node->log_level = level;
+	return 0;
+}
+
 static int node_busy_poll(struct config_parse *p, const char *key, const char *v)
 {
 	return config_number(p, key, v, 0, CONFIG_BUSY_POLL_MAX_US, &p->node->busy_poll_us);
@@ -509,6 +530,8 @@ static const struct config_key node_keys[] = {
     {"busy_poll_us", node_busy_poll},
     {"allocator", node_allocator},
     {"compressor", node_compressor},
+    {"metrics_listen", node_metrics_listen},
+    {"log_level", node_log_level},
     {NULL, NULL},
 };
 
@@ -524,6 +547,7 @@ static void config_node_defaults(struct config_node *n)
 	n->transport = TRANSPORT_TCP;
 	n->local_mb = CONFIG_DEFAULT_LOCAL_MB;
 	n->busy_poll_us = CONFIG_DEFAULT_BUSY_POLL_US;
+	n->log_level = -1;
 }
 
 /* Open the section named by a header's text (between the brackets). */

@@ -38,9 +38,11 @@ struct config_node {
 	uint64_t donate_mb;             /* RAM lent to peers' pages */
 	char nbd_socket[CONFIG_PATH_MAX];
 	char nbd_listen[CONFIG_NAME_MAX];
+	char metrics_listen[CONFIG_NAME_MAX + 8]; /* HOST:PORT of /metrics ("" = none) */
 	uint64_t busy_poll_us;          /* the loop polls this long before sleeping (0 = off) */
 	unsigned allocator;             /* enum zalloc_kind: dense (default) or zbud */
 	unsigned compressor;            /* enum compress_algo: lzo (default) or lz4 */
+	int log_level;                  /* enum log_level, -1 = not set (--log-level, else info) */
 	int line;                       /* where the section starts */
 };
 

@@ -375,6 +375,11 @@ void foreign_destroy(struct foreign *f)
 	free(f);
 }
 
+void foreign_set_budget(struct foreign *f, uint64_t budget)
+{
+	f->budget = budget;
+}
+
 void foreign_set_hooks(struct foreign *f, const struct arena_hooks *hooks, void *arg)
 {
 	f->hooks = *hooks;

@@ -48,14 +48,15 @@ static const int log_prio[] = {
 };
 /* clang-format on */
 
+/* Relaxed atomics: a reload (SIGHUP) changes the level while other threads log. */
 void log_set_level(enum log_level level)
 {
-	log_level = level;
+	__atomic_store_n(&log_level, level, __ATOMIC_RELAXED);
 }
 
 enum log_level log_get_level(void)
 {
-	return log_level;
+	return __atomic_load_n(&log_level, __ATOMIC_RELAXED);
 }
 
 int log_level_parse(const char *s)
@@ -143,7 +144,7 @@ void log_msg(enum log_level level, const char *file, int line, const char *fmt, 
 	va_list ap;
 	int r;
 
-	if (level < log_level)
+	if (level < log_get_level())
 		return;
 	if (sink != LOG_SINK_PLAIN) {
 		/* the journal timestamps stream lines itself and reads a "<N>" prefix

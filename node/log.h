@@ -13,7 +13,7 @@
 
 enum log_level { LOG_DEBUG = 0, LOG_INFO, LOG_NOTICE, LOG_WARN, LOG_ERROR };
 
-/* Lines below level are dropped. Default LOG_INFO. Call before threads start. */
+/* Lines below level are dropped. Default LOG_INFO. Any thread (a reload changes it). */
 void log_set_level(enum log_level level);
 enum log_level log_get_level(void);
 

@@ -399,3 +399,62 @@ int cluster_read(struct cluster *c, uint32_t node, uint32_t gen, uint64_t raddr,
 	return tconn_read(t, raddr, rkey, len, cb, arg);
 }
 
+
+/* ---- a reload's changes to the cluster file (node/reload.c) ----------------------------- */
+
+/* A node added to the cluster file. */
+int cluster_add_node(struct cluster *c, const struct config_node *node)
+{
+	struct cluster_peer *p;
+
+	if (node->id == 0 || node->id > CONFIG_NODES_MAX || node->id == c->self.id)
+		return -EINVAL;
+	if (c->by_id[node->id])
+		return -EEXIST;
+	if (c->n_peers >= CONFIG_NODES_MAX)
+		return -ENOSPC; /* removed peers keep their slots until a restart */
+	p = &c->peers[c->n_peers];
+	memset(p, 0, sizeof(*p));
+	p->c = c;
+	p->node = *node;
+	p->dialer = node->id > c->self.id;
+	p->backoff_ms = CLUSTER_BACKOFF_MIN_MS;
+	ev_timer_init(&p->redial, peer_redial_cb, 0., 0.);
+	ev_init(&p->dead, peer_dead_cb);
+	ev_timer_init(&p->backlog, peer_backlog_cb, CLUSTER_BACKLOG_S, 0.);
+	c->by_id[node->id] = p;
+	c->n_peers++;
+	log_notice("cluster %s: node %s (%u) at %s:%u added%s", c->name, node->name, node->id,
+		   node->host, (unsigned)node->port, p->dialer ? ", dialing it" : ", waiting for it");
+	if (p->dialer)
+		peer_dial(p);
+	return 0;
+}
+
+/* A node removed from the cluster file: refused while it holds our pages. */
+int cluster_remove_node(struct cluster *c, uint32_t id)
+{
+	struct cluster_peer *p = cluster_peer(c, id);
+
+	if (!p)
+		return -ENOENT;
+	if (p->pages_there)
+		return -EBUSY; /* drain it first: its copies of our pages would go */
+	log_notice("cluster %s: node %s (%u) removed", c->name, p->node.name, p->node.id);
+	p->dialer = false; /* never dialed again; its hellos name no peer of ours */
+	ev_timer_stop(c->loop, &p->redial);
+	ev_timer_stop(c->loop, &p->dead);
+	ev_timer_stop(c->loop, &p->backlog);
+	peer_drop_link(p, "node removed from the cluster file");
+	if (p->state != PEER_DEAD) {
+		p->state = PEER_DEAD;
+		p->epoch++;
+		peer_publish(p);
+		if (c->h.on_peer_down)
+			c->h.on_peer_down(c->arg, p->node.id, "removed");
+	}
+	peer_fail_pending(p, -EHOSTDOWN);
+	c->by_id[id] = NULL;
+	c->n_removed++;
+	return 0;
+}

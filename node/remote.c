@@ -331,6 +331,28 @@ void remote_destroy(struct remote *r)
 	free(r);
 }
 
+/* ---- reload hook (node/reload.c) ---- */
+void remote_set_tunables(struct remote *r, const struct config *cfg,
+			 const struct config_node *self)
+{
+	struct zcache_stats zs;
+
+	pthread_mutex_lock(&r->th.lock); /* the remotify thread reads these under it */
+	r->high = cfg->high_watermark_pct;
+	r->low = cfg->low_watermark_pct;
+	r->rem_eph = cfg->remotify_ephemeral;
+	r->rem_pers = cfg->remotify_persistent;
+	pthread_cond_signal(&r->th.cond);
+	pthread_mutex_unlock(&r->th.lock);
+	r->replicas = cfg->replicas ? cfg->replicas : 1;
+	r->repair.rate = cfg->rereplicate_rate ? cfg->rereplicate_rate : 2000;
+	r->timeout_ms = cfg->request_timeout_ms ? cfg->request_timeout_ms : cfg->dead_after_ms;
+	zcache_get_stats(r->z, &zs);
+	zcache_set_home_limit(r->z, zs.budget_frames * r->low / 100);
+	foreign_set_budget(r->fs, self->donate_mb * 1024 * 1024);
+}
+/* ---- end of the reload hook ---- */
+
 struct cluster *remote_cluster(struct remote *r)
 {
 	return r->cl;

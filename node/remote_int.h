@@ -152,7 +152,7 @@ struct remote_drain {
 /* ---- the remote side ------------------------------------------------------------------ */
 
 struct remote {
-	/* set at creation, read-only after: any thread */
+	/* set at creation (a reload changes some: see each) */
 	struct ev_loop *loop;
 	struct zcache *z;
 	struct tmem *t;
@@ -160,9 +160,9 @@ struct remote {
 	struct foreign *fs;
 	uint32_t self;
 	unsigned timeout_ms;
-	unsigned high, low;
-	bool rem_eph, rem_pers;
-	unsigned replicas;          /* copies of a persistent page */
+	unsigned high, low;         /* shared, under th.lock: a reload changes them */
+	bool rem_eph, rem_pers;     /* shared, under th.lock: a reload changes them */
+	unsigned replicas;          /* copies of a persistent page (loop only) */
 	bool rdma_read;             /* use the read keys holders name (RAMSTER_RDMA_READ=0: no) */
 
 	struct remotify_ctl th;     /* shared, under th.lock */

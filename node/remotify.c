@@ -296,7 +296,7 @@ static void cond_wait_ms(struct remote *r, unsigned ms)
 static void *remotify_main(void *arg)
 {
 	struct remote *r = arg;
-	bool active = false, pers_first = true;
+	bool active = false, pers_first = true, rem_pers, rem_eph;
 
 	pthread_mutex_lock(&r->th.lock);
 	while (!r->th.stop) {
@@ -313,16 +313,18 @@ static void *remotify_main(void *arg)
 			cond_wait_ms(r, REMOTIFY_IDLE_MS);
 			continue;
 		}
+		rem_pers = r->rem_pers; /* a reload may change them: read under th.lock */
+		rem_eph = r->rem_eph;
 		pthread_mutex_unlock(&r->th.lock);
 		job = calloc(1, sizeof(*job));
 		if (job) {
 			job->r = r;
 			/* alternate the kinds, so neither LRU starves */
-			if (pers_first && r->rem_pers)
+			if (pers_first && rem_pers)
 				got = zcache_remotify_take(r->z, true, &job->out);
-			if (got && r->rem_eph)
+			if (got && rem_eph)
 				got = zcache_remotify_take(r->z, false, &job->out);
-			if (got && !pers_first && r->rem_pers)
+			if (got && !pers_first && rem_pers)
 				got = zcache_remotify_take(r->z, true, &job->out);
 			pers_first = !pers_first;
 		}

@@ -37,6 +37,7 @@ static const char *const stats_ops[STATS_OPS] = {
 	[11] = "exports",
 	[12] = "ping",
 	[13] = "drain",
+	[14] = "reload",
 };
 /* clang-format on */
 

@@ -15,6 +15,7 @@
 #   RAMSTER_BENCH_CPU        pin every process to this CPU list (taskset), e.g. 0
 #   RAMSTER_NETBENCH_ARGS    more ramster-netbench options, e.g. "--classify round"
 set -u
+command -v jq >/dev/null || { echo "$0: jq missing (tools/deps.sh installs it): the figures are read from JSON with it" >&2; exit 1; }
 
 bin=${1:-build/bin}
 local_mb=${RAMSTER_BENCH_LOCAL_MB:-8}
@@ -129,8 +130,9 @@ echo "== ramsterctl peers (alpha)"
 "$bin/ramsterctl" --socket "$dir/alpha.sock" peers
 
 # ---- summary ---------------------------------------------------------------------
+# json KEY: a figure from ramster-netbench's JSON report ("" if absent or null)
 json() {
-	sed -n "s/.*\"$1\": *\([-0-9.eE+]*\).*/\1/p" "$dir/net.json"
+	jq -r --arg k "$1" '.[$k] // empty' "$dir/net.json"
 }
 verdict() {
 	awk -v v="$1" -v f="$2" 'BEGIN {
@@ -169,8 +171,8 @@ echo "  remotify $(j remotify_pps) pages/s while active ($(j remotify_phase_pps)
 	"settle $(j settle_s) s"
 echo "  ratios: repatriate/memcached p50 $(j ratio_repat_mc)," \
 	"local/memcached p50 $(j ratio_local_mc)"
-left=$(grep -o '"peer[0-9]*_left_after_destroy[0-9]*": *[0-9]*' "$dir/net.json" |
-	awk -F': *' '{ s += $2 } END { print s + 0 }')
+left=$(jq '[to_entries[] | select(.key | test("^peer[0-9]+_left_after_destroy[0-9]+$"))
+	| .value] | add // 0' "$dir/net.json")
 echo "  pages left on the peers after each pool destroy (all phases): $left"
 r=$(json ratio_repat_ping)
 r0=$(json ratio_repat_baseline)
@@ -184,19 +186,13 @@ echo "  for reference, against bare echo servers in the bench's own process (uni
 # the holders' side: RAM their foreign stores hold (arena chunks with the page
 # records, 16-byte class slack and chunk tails; hash tables; object records)
 # over the compressed bytes they hold for alpha, read at the end of the run
-hold=$(awk -v f="$dir/net.json" 'BEGIN {
-	getline line < f
-	n = split(line, kv, ",")
-	for (i = 1; i <= n; i++) {
-		if (match(kv[i], /"peer[0-9]+_foreign_(pages|bytes|ram)": *[0-9]+/)) {
-			split(kv[i], p, ":"); gsub(/[" ]/, "", p[1]); v = p[2] + 0
-			if (p[1] ~ /_pages$/) pages += v
-			else if (p[1] ~ /_bytes$/) bytes += v
-			else ram += v
-		}
-	}
-	if (bytes > 0) printf "%d %d %d %.3f %.1f %.1f", pages, bytes, ram, ram / bytes, bytes / pages, ram / pages
-}')
+hold=$(jq -r '[to_entries[] | select(.key | test("^peer[0-9]+_foreign_(pages|bytes|ram)$"))]
+	| (map(select(.key | endswith("_pages")) | .value) | add // 0) as $pages
+	| (map(select(.key | endswith("_bytes")) | .value) | add // 0) as $bytes
+	| (map(select(.key | endswith("_ram")) | .value) | add // 0) as $ram
+	| if $bytes > 0 then "\($pages) \($bytes) \($ram) \($ram / $bytes * 1000 | round / 1000)"
+	  + " \($bytes / $pages * 10 | round / 10) \($ram / $pages * 10 | round / 10)" else "" end' \
+	"$dir/net.json")
 echo "holders (beta + gamma, at the end of the run):"
 if [ -n "$hold" ]; then
 	set -- $hold

@@ -13,6 +13,7 @@ pkgs=(
 	liblzo2-dev liblz4-dev libev-dev libprotobuf-c-dev protobuf-c-compiler
 	libsodium-dev libinih-dev libcmocka-dev
 	libibverbs-dev librdmacm-dev
+	libmicrohttpd-dev libjansson-dev python3-prometheus-client jq curl tmux
 	iproute2 procps psmisc memcached python3
 	libnbd-bin python3-libnbd nbdkit fio qemu-utils socat
 	libsystemd-dev scdoc man-db systemd

@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tools/jout.h"
+#include "tools/progress.h"
 #include "ramster.h"
 #include "tmem/compress.h"
 #include "tmem/tmem.h"
@@ -411,6 +413,7 @@ static int measure(struct target *t, struct rep_figures *f, double *lat,
 	int *results = malloc(o.batch * sizeof(int));
 	uint64_t i, k;
 	double t0, t1;
+	struct progress pg; /* on stderr, outside the timed calls */
 	int rc = 0;
 
 	if (!buf || !results) {
@@ -418,6 +421,7 @@ static int measure(struct target *t, struct rep_figures *f, double *lat,
 		goto out;
 	}
 	memset(f, 0, sizeof(*f));
+	progress_start(&pg, stderr, "ramster-bench", 2 * o.pages);
 	for (i = 0; i < o.pages; i += o.batch, c++) {
 		size_t n = o.pages - i < o.batch ? (size_t)(o.pages - i) : o.batch;
 
@@ -428,6 +432,7 @@ static int measure(struct target *t, struct rep_figures *f, double *lat,
 			goto out;
 		f->put_s += t1 - t0;
 		lat[c] = (t1 - t0) * 1e6 / (double)n;
+		progress_set(&pg, i + n, "pages: puts of rep %u/%u", t->rep + 1, o.reps);
 	}
 	f->put_p50 = quantile(lat, calls, 0.5);
 	f->put_p99 = quantile(lat, calls, 0.99);
@@ -450,7 +455,9 @@ static int measure(struct target *t, struct rep_figures *f, double *lat,
 			if (results[k] || memcmp(buf + k * PAGE, page_of(i + k), PAGE))
 				f->errors++;
 		}
+		progress_set(&pg, o.pages + i + n, "pages: gets of rep %u/%u", t->rep + 1, o.reps);
 	}
+	progress_end(&pg, 2 * o.pages, "pages: rep %u/%u", t->rep + 1, o.reps);
 	f->get_p50 = quantile(lat, calls, 0.5);
 	f->get_p99 = quantile(lat, calls, 0.99);
 out:
@@ -744,50 +751,59 @@ static void print_text(const struct result *lzo, const struct result *in, const 
 		       (unsigned long long)(lzo->errors + in->errors + dm->errors));
 }
 
-static void json_mode(const char *name, const struct result *r)
+static void json_mode(struct jout *j, const char *name, const struct result *r)
 {
-	printf(", \"%s_put_pps\": %.0f, \"%s_get_pps\": %.0f, \"%s_putget_pps\": %.0f", name,
-	       r->put_pps, name, r->get_pps, name, r->putget_pps);
-	printf(", \"%s_put_p50_us\": %.3f, \"%s_put_p99_us\": %.3f", name, r->put_p50, name,
-	       r->put_p99);
-	printf(", \"%s_get_p50_us\": %.3f, \"%s_get_p99_us\": %.3f", name, r->get_p50, name,
-	       r->get_p99);
-	printf(", \"%s_refused\": %llu, \"%s_errors\": %llu", name, (unsigned long long)r->refused,
-	       name, (unsigned long long)r->errors);
-	if (r->have_tier)
-		printf(", \"%s_pages\": %llu, \"%s_compression\": %.3f, \"%s_ram_per_page\": %.1f"
-		       ", \"%s_meta_per_page\": %.2f, \"%s_pages_per_frame\": %.2f"
-		       ", \"%s_cbytes_per_page\": %.1f",
-		       name, (unsigned long long)r->pages, name, ratio(r), name, ram_per_page(r),
-		       name, meta_per_page(r), name,
-		       r->frames ? (double)r->stored / (double)r->frames : 0, name,
-		       r->stored ? (double)r->cbytes / (double)r->stored : 0);
+	jout_round(j, r->put_pps, "%s_put_pps", name);
+	jout_round(j, r->get_pps, "%s_get_pps", name);
+	jout_round(j, r->putget_pps, "%s_putget_pps", name);
+	jout_real(j, r->put_p50, "%s_put_p50_us", name);
+	jout_real(j, r->put_p99, "%s_put_p99_us", name);
+	jout_real(j, r->get_p50, "%s_get_p50_us", name);
+	jout_real(j, r->get_p99, "%s_get_p99_us", name);
+	jout_uint(j, r->refused, "%s_refused", name);
+	jout_uint(j, r->errors, "%s_errors", name);
+	if (r->have_tier) {
+		jout_uint(j, r->pages, "%s_pages", name);
+		jout_real(j, ratio(r), "%s_compression", name);
+		jout_real(j, ram_per_page(r), "%s_ram_per_page", name);
+		jout_real(j, meta_per_page(r), "%s_meta_per_page", name);
+		jout_real(j, r->frames ? (double)r->stored / (double)r->frames : 0,
+			  "%s_pages_per_frame", name);
+		jout_real(j, r->stored ? (double)r->cbytes / (double)r->stored : 0,
+			  "%s_cbytes_per_page", name);
+	}
 }
 
+/* The report as one line of JSON (jansson), for tools/bench.sh. */
 static void print_json(const struct result *lzo, const struct result *in, const struct result *dm)
 {
-	printf("{\"pages\": %llu, \"data\": \"%s\", \"distinct\": %llu, \"batch\": %u, \"reps\": %u",
-	       (unsigned long long)o.pages, data_name(o.data), (unsigned long long)distinct,
-	       o.batch, o.reps);
-	printf(", \"alloc\": \"%s\", \"compressor\": \"%s\", \"zero_distinct\": %llu",
-	       zalloc_ops(o.alloc)->name, compress_algo_name(o.algo),
-	       (unsigned long long)zero_distinct);
-	if (lzo->ran)
-		printf(", \"lzo_pps\": %.0f, \"lzo_p50_us\": %.3f, \"lzo_errors\": %llu",
-		       lzo->putget_pps, lzo->put_p50, (unsigned long long)lzo->errors);
+	struct jout *j = jout_new();
+
+	jout_uint(j, o.pages, "pages");
+	jout_str(j, data_name(o.data), "data");
+	jout_uint(j, distinct, "distinct");
+	jout_uint(j, o.batch, "batch");
+	jout_uint(j, o.reps, "reps");
+	jout_str(j, zalloc_ops(o.alloc)->name, "alloc");
+	jout_str(j, compress_algo_name(o.algo), "compressor");
+	jout_uint(j, zero_distinct, "zero_distinct");
+	if (lzo->ran) {
+		jout_round(j, lzo->putget_pps, "lzo_pps");
+		jout_real(j, lzo->put_p50, "lzo_p50_us");
+		jout_uint(j, lzo->errors, "lzo_errors");
+	}
 	if (in->ran)
-		json_mode("inproc", in);
+		json_mode(j, "inproc", in);
 	if (dm->ran)
-		json_mode("daemon", dm);
+		json_mode(j, "daemon", dm);
 	if (lzo->ran && in->ran)
-		printf(", \"ratio_inproc_lzo\": %.3f", in->paired_ratio);
+		jout_real(j, in->paired_ratio, "ratio_inproc_lzo");
 	/* the same ratio from the medians of single ops: blind to preemption on a busy machine */
 	if (lzo->ran && in->ran && in->put_p50 + in->get_p50 > 0)
-		printf(", \"ratio_inproc_lzo_p50\": %.3f",
-		       lzo->put_p50 / (in->put_p50 + in->get_p50));
+		jout_real(j, lzo->put_p50 / (in->put_p50 + in->get_p50), "ratio_inproc_lzo_p50");
 	if (lzo->ran && dm->ran)
-		printf(", \"ratio_daemon_lzo\": %.3f", dm->putget_pps / lzo->putget_pps);
-	printf("}\n");
+		jout_real(j, dm->putget_pps / lzo->putget_pps, "ratio_daemon_lzo");
+	jout_print(j);
 }
 
 /* ---- main ------------------------------------------------------------------------ */

@@ -34,6 +34,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tools/jout.h"
+#include "tools/progress.h"
 #include "ramster.h"
 
 #define PAGE	    RAMSTER_PAGE_SIZE
@@ -906,21 +908,6 @@ static const char *stat_str(char *buf, size_t len, uint64_t v)
 	return buf;
 }
 
-/* The same for JSON: null when absent. */
-static const char *stat_json(char *buf, size_t len, uint64_t v)
-{
-	return v == NOSTAT ? "null" : stat_str(buf, len, v);
-}
-
-/* A time for JSON: null when not measured (< 0). */
-static const char *ms_json(char *buf, size_t len, double ms)
-{
-	if (ms < 0)
-		snprintf(buf, len, "null");
-	else
-		snprintf(buf, len, "%.1f", ms);
-	return buf;
-}
 
 /*
  * Poll node 1 every POLL_MS until every peer of mask is in state (all =
@@ -1100,6 +1087,8 @@ static void restore_watch_start(void)
 static void restore_wait(const struct result *res)
 {
 	double t0 = now_ms(), next = t0 + 5000;
+	struct progress pg;
+	uint64_t peak = 0;
 	char b[24];
 
 	if (res->live_after < o.replicas) {
@@ -1108,14 +1097,28 @@ static void restore_wait(const struct result *res)
 		     stat_str(b, sizeof(b), node_stat(1, "replica_below_target")));
 		return;
 	}
+	/* re-replication's progress on stderr: the copies still missing going down */
+	progress_start(&pg, stderr, "drill: re-replication", 0);
+	if (o.json)
+		pg.mode = 0; /* the report is the only output */
 	while (!atomic_load(&rw.restored) && now_ms() - t0 < RESTORE_MS) {
-		if (now_ms() >= next) {
+		uint64_t last = atomic_load(&rw.last);
+
+		if (last != NOSTAT && last > peak)
+			pg.total = peak = last;
+		if (last != NOSTAT && peak)
+			progress_set(&pg, peak - last, "copies re-made, %llu below target",
+				     (unsigned long long)last);
+		if (now_ms() >= next && !progress_tty(&pg)) {
 			note("  %4.0f s: n1 replica_below_target %s", (now_ms() - t0) / 1e3,
-			     stat_str(b, sizeof(b), atomic_load(&rw.last)));
+			     stat_str(b, sizeof(b), last));
 			next += 5000;
 		}
 		sleep_ms(STAT_POLL_MS);
 	}
+	if (pg.drawn)
+		progress_end(&pg, peak, "copies re-made%s",
+			     atomic_load(&rw.restored) ? "" : " (not all: timed out)");
 }
 
 static void fault(struct result *res, ramster *r1)
@@ -1244,69 +1247,91 @@ static double lat_pct2(const struct lat *a, const struct lat *b, double pct)
 	return v;
 }
 
+/* A figure that may be absent (NOSTAT): null then. */
+static void jout_stat(struct jout *j, uint64_t v, const char *key)
+{
+	if (v == NOSTAT)
+		jout_null(j, "%s", key);
+	else
+		jout_uint(j, v, "%s", key);
+}
+
+/* A time that may be unmeasured (< 0 or !have): null then. */
+static void jout_ms(struct jout *j, bool have, double ms, bool whole, const char *key)
+{
+	if (!have || ms < 0)
+		jout_null(j, "%s", key);
+	else if (whole)
+		jout_round(j, ms, "%s", key);
+	else
+		jout_real(j, ms, "%s", key);
+}
+
+/* The report as one JSON object on one line (jansson); tests parse it. */
 static void report_json(const struct result *res, bool pass, const char *why)
 {
 	const struct tally *t = &res->t;
-	char restore[32] = "null", restore_rj[32] = "null", rejoin[32] = "null", drain_ms[32] = "null";
-	char b[6][24], detect[32], dead[32];
+	struct jout *j = jout_new();
 
-	if (res->rejoined)
-		snprintf(rejoin, sizeof(rejoin), "%.0f", res->rejoin_ms);
-	if (res->restored)
-		snprintf(restore, sizeof(restore), "%.0f", res->restore_ms);
-	if (res->restored && res->restore_rejoin_ms >= 0)
-		snprintf(restore_rj, sizeof(restore_rj), "%.0f", res->restore_rejoin_ms);
-	if (res->drain_done)
-		snprintf(drain_ms, sizeof(drain_ms), "%.0f", res->drain_ms);
-	printf("{\"drill\": \"%s\", \"nodes\": %u, \"victims\": %u, \"replicas\": %u, "
-	       "\"dead_after_ms\": %u, \"heartbeat_ms\": %u, \"local_mb\": %u, "
-	       "\"written\": %llu, \"verified\": %llu, \"lost\": %llu, \"missed\": %llu, "
-	       "\"missed_new\": %llu, "
-	       "\"missed_before_fault\": %llu, \"evicted\": %llu, \"wrong\": %llu, "
-	       "\"errors\": %llu, "
-	       "\"victim_foreign_pages\": %llu, \"detect_ms\": %s, \"dead_ms\": %s, "
-	       "\"detect_floor_ms\": %.0f, \"detect_floor_met\": %s, "
-	       "\"restore_ms\": %s, \"restore_after_rejoin_ms\": %s, "
-	       "\"replica_below_target_peak\": %s, \"replica_below_target_end\": %s, "
-	       "\"rereplicated\": %s, \"replica_lost\": %s, "
-	       "\"drain_ms\": %s, \"drain_returned\": %s, \"drain_failed\": %s, "
-	       "\"rejoin_ms\": %s, \"steady_get_p50_us\": %.1f, \"steady_get_p99_us\": %.1f, "
-	       "\"detect_get_p50_us\": %.1f, \"detect_get_p99_us\": %.1f, \"detect_gets\": %llu, "
-	       "\"after_get_p50_us\": %.1f, \"after_get_p99_us\": %.1f, \"after_gets\": %llu, "
-	       "\"latency_floor\": %s, "
-	       "\"drill_get_p50_us\": %.1f, \"drill_get_p99_us\": %.1f, \"drill_get_max_us\": "
-	       "%.1f, \"drill_gets\": %llu, \"drill_get_eio\": %llu, "
-	       "\"after_put_p99_us\": %.1f, \"after_put_max_us\": %.1f, "
-	       "\"remote_pages\": %llu, \"peer_copies\": %llu, \"peer_bytes\": %llu, "
-	       "\"replica_records\": %llu, \"replica_table_bytes\": %llu, "
-	       "\"client_puts\": %llu, \"pass\": %s, \"reason\": \"%s\"}\n",
-	       drill_names[o.drill], o.nodes, res->nvictims, o.replicas, o.dead_after_ms,
-	       o.heartbeat_ms, o.local_mb, (unsigned long long)t->written,
-	       (unsigned long long)t->verified, (unsigned long long)t->lost,
-	       (unsigned long long)t->missed, (unsigned long long)fault_misses(t),
-	       (unsigned long long)t->missed_before, (unsigned long long)t->evicted,
-	       (unsigned long long)t->wrong, (unsigned long long)t->errors,
-	       (unsigned long long)res->expected_lost, ms_json(detect, sizeof(detect), res->detect_ms),
-	       ms_json(dead, sizeof(dead), res->dead_ms), res->floor_ms,
-	       res->floor_met ? "true" : "false", restore, restore_rj,
-	       stat_json(b[0], sizeof(b[0]), res->below_peak),
-	       stat_json(b[1], sizeof(b[1]), res->below_end),
-	       stat_json(b[2], sizeof(b[2]), delta(res->rerep, res->rerep0)),
-	       stat_json(b[3], sizeof(b[3]), delta(res->rlost, res->rlost0)), drain_ms,
-	       stat_json(b[4], sizeof(b[4]), res->drain_returned),
-	       stat_json(b[5], sizeof(b[5]), res->drain_failed), rejoin, res->st_p50, res->st_p99,
-	       res->dt_p50, res->dt_p99, (unsigned long long)res->dt_gets, res->af_p50, res->af_p99,
-	       (unsigned long long)res->af_gets,
-	       !res->lat_checked || !res->lat_judged ? "null"
-	       : res->lat_met			     ? "true"
-						     : "false",
-	       res->dr_p50,
-	       res->dr_p99, res->dr_max, (unsigned long long)res->dr_gets,
-	       (unsigned long long)res->eio_drill, res->put_p99[PH_AFTER], res->put_max[PH_AFTER],
-	       (unsigned long long)res->mem_remote, (unsigned long long)res->mem_peer_pages,
-	       (unsigned long long)res->mem_peer_used, (unsigned long long)res->mem_records,
-	       (unsigned long long)res->mem_table, (unsigned long long)cl.puts,
-	       pass ? "true" : "false", why);
+	jout_str(j, drill_names[o.drill], "drill");
+	jout_uint(j, o.nodes, "nodes");
+	jout_uint(j, res->nvictims, "victims");
+	jout_uint(j, o.replicas, "replicas");
+	jout_uint(j, o.dead_after_ms, "dead_after_ms");
+	jout_uint(j, o.heartbeat_ms, "heartbeat_ms");
+	jout_uint(j, o.local_mb, "local_mb");
+	jout_uint(j, t->written, "written");
+	jout_uint(j, t->verified, "verified");
+	jout_uint(j, t->lost, "lost");
+	jout_uint(j, t->missed, "missed");
+	jout_uint(j, fault_misses(t), "missed_new");
+	jout_uint(j, t->missed_before, "missed_before_fault");
+	jout_uint(j, t->evicted, "evicted");
+	jout_uint(j, t->wrong, "wrong");
+	jout_uint(j, t->errors, "errors");
+	jout_uint(j, res->expected_lost, "victim_foreign_pages");
+	jout_ms(j, true, res->detect_ms, false, "detect_ms");
+	jout_ms(j, true, res->dead_ms, false, "dead_ms");
+	jout_round(j, res->floor_ms, "detect_floor_ms");
+	jout_bool(j, res->floor_met, "detect_floor_met");
+	jout_ms(j, res->restored, res->restore_ms, true, "restore_ms");
+	jout_ms(j, res->restored, res->restore_rejoin_ms, true, "restore_after_rejoin_ms");
+	jout_stat(j, res->below_peak, "replica_below_target_peak");
+	jout_stat(j, res->below_end, "replica_below_target_end");
+	jout_stat(j, delta(res->rerep, res->rerep0), "rereplicated");
+	jout_stat(j, delta(res->rlost, res->rlost0), "replica_lost");
+	jout_ms(j, res->drain_done, res->drain_ms, true, "drain_ms");
+	jout_stat(j, res->drain_returned, "drain_returned");
+	jout_stat(j, res->drain_failed, "drain_failed");
+	jout_ms(j, res->rejoined, res->rejoin_ms, true, "rejoin_ms");
+	jout_real(j, res->st_p50, "steady_get_p50_us");
+	jout_real(j, res->st_p99, "steady_get_p99_us");
+	jout_real(j, res->dt_p50, "detect_get_p50_us");
+	jout_real(j, res->dt_p99, "detect_get_p99_us");
+	jout_uint(j, res->dt_gets, "detect_gets");
+	jout_real(j, res->af_p50, "after_get_p50_us");
+	jout_real(j, res->af_p99, "after_get_p99_us");
+	jout_uint(j, res->af_gets, "after_gets");
+	if (!res->lat_checked || !res->lat_judged)
+		jout_null(j, "latency_floor");
+	else
+		jout_bool(j, res->lat_met, "latency_floor");
+	jout_real(j, res->dr_p50, "drill_get_p50_us");
+	jout_real(j, res->dr_p99, "drill_get_p99_us");
+	jout_real(j, res->dr_max, "drill_get_max_us");
+	jout_uint(j, res->dr_gets, "drill_gets");
+	jout_uint(j, res->eio_drill, "drill_get_eio");
+	jout_real(j, res->put_p99[PH_AFTER], "after_put_p99_us");
+	jout_real(j, res->put_max[PH_AFTER], "after_put_max_us");
+	jout_uint(j, res->mem_remote, "remote_pages");
+	jout_uint(j, res->mem_peer_pages, "peer_copies");
+	jout_uint(j, res->mem_peer_used, "peer_bytes");
+	jout_uint(j, res->mem_records, "replica_records");
+	jout_uint(j, res->mem_table, "replica_table_bytes");
+	jout_uint(j, cl.puts, "client_puts");
+	jout_bool(j, pass, "pass");
+	jout_str(j, why, "reason");
+	jout_print(j);
 }
 
 static void report(const struct result *res, bool pass, const char *why)

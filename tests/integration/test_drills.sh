@@ -21,7 +21,8 @@ floor=(--latency-floor "${RAMSTER_DRILL_LATENCY:-report}")
 
 # name, then the drill's arguments
 cases=(
-	"kill|--drill kill --nodes 3"
+	# --json: the report is one JSON object (jansson), parsed with jq below
+	"kill|--drill kill --nodes 3 --json"
 	"stop|--drill stop --nodes 3"
 	"partition|--drill partition --nodes 3"
 	"restart|--drill restart --nodes 3"
@@ -60,8 +61,19 @@ for c in "${cases[@]}"; do
 	echo "== drill $name: ${args[*]}"
 	start=$(date +%s)
 	# SIGINT: the drill cleans up after itself; 300 s is far above any drill's 2 min
-	timeout -s INT 300 "$drill" "${args[@]}" "${size[@]}" "${floor[@]}" --bin "$bin"
-	rc=$?
+	timeout -s INT 300 "$drill" "${args[@]}" "${size[@]}" "${floor[@]}" --bin "$bin" \
+		| tee "/tmp/test_drills.$$.out"
+	rc=${PIPESTATUS[0]}
+	# a JSON report must parse and say what the exit status says
+	if [[ " ${args[*]} " == *" --json "* ]] && [ $rc -ne 77 ]; then
+		if ! jq -e --argjson ok "$([ $rc -eq 0 ] && echo true || echo false)" \
+			'.pass == $ok and .wrong == 0 and .written > 0 and (.reason | type == "string")' \
+			"/tmp/test_drills.$$.out" >/dev/null; then
+			echo "the drill's JSON report does not parse or disagrees with its exit status $rc"
+			rc=1
+		fi
+	fi
+	rm -f "/tmp/test_drills.$$.out"
 	took=$(($(date +%s) - start))
 	case $rc in
 	0) echo "PASS $name (${took}s)"; passed=$((passed + 1)) ;;

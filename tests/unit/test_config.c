@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "node/config.h"
+#include "node/log.h"
 #include "tmem/compress.h"
 #include "tmem/zalloc.h"
 
@@ -457,6 +458,25 @@ static void test_err_numbers(void **state)
 	expect_error("[node a]\nlocal_mb = 512;comment\n", 2, "is not a number");
 }
 
+/* metrics_listen (node/metrics.c) and log_level (a reload applies it). */
+static void test_metrics_listen_log_level(void **state)
+{
+	assert_int_equal(load("[node a]\nmetrics_listen = 127.0.0.1:9101\nlog_level = debug\n"), 0);
+	assert_string_equal(cfg.nodes[0].metrics_listen, "127.0.0.1:9101");
+	assert_int_equal(cfg.nodes[0].log_level, LOG_DEBUG);
+	teardown(NULL);
+	assert_int_equal(load("[node a]\n"), 0);
+	assert_string_equal(cfg.nodes[0].metrics_listen, "");
+	assert_int_equal(cfg.nodes[0].log_level, -1);
+	teardown(NULL);
+	expect_error("[node a]\nmetrics_listen = 9101\n", 2, "is not HOST:PORT");
+	teardown(NULL);
+	expect_error("[node a]\nmetrics_listen = localhost:0\n", 2, "has no valid port");
+	teardown(NULL);
+	expect_error("[node a]\nlog_level = loud\n", 2,
+		     "log_level: 'loud' is not debug, info, notice, warn or error");
+}
+
 static void test_err_values(void **state)
 {
 	expect_error("[cluster]\nreplicas = 2\n", 2,
@@ -611,6 +631,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_err_duplicates_across_nodes, teardown),
 	    cmocka_unit_test_teardown(test_err_missing_id_address, teardown),
 	    cmocka_unit_test_teardown(test_err_numbers, teardown),
+	    cmocka_unit_test_teardown(test_metrics_listen_log_level, teardown),
 	    cmocka_unit_test_teardown(test_err_values, teardown),
 	    cmocka_unit_test_teardown(test_err_cross_checks, teardown),
 	    cmocka_unit_test_teardown(test_err_secret, teardown),
