@@ -28,6 +28,7 @@
 
 #include "node/clock.h"
 #include "node/cluster.h"
+#include "node/liveness.h"
 #include "node/log.h"
 #include "transport/transport.h"
 
@@ -195,6 +196,7 @@ struct cluster {
 	struct wire_arena arena; /* received messages */
 	struct wire_arena check; /* our own messages, checked before they leave */
 	struct cluster_stats st;
+	struct liveness live; /* each peer's (alive, epoch) for cluster_alive: any thread */
 	uint8_t buf[TRANSPORT_MSG_MAX]; /* a request being packed */
 };
 
@@ -237,6 +239,13 @@ static struct cluster_peer *cluster_peer(const struct cluster *c, uint32_t node)
 	if (node == 0 || node > CONFIG_NODES_MAX)
 		return NULL;
 	return c->by_id[node];
+}
+
+/* After p's state or epoch changed: what cluster_alive answers (liveness.h). */
+static void peer_publish(struct cluster_peer *p)
+{
+	liveness_publish(&p->c->live, p->node.id, p->state == PEER_UP || p->state == PEER_DOWN,
+			 p->epoch);
 }
 
 static uint64_t cluster_random(struct cluster *c)
@@ -520,6 +529,7 @@ static void peer_declare_dead(struct cluster_peer *p, double silent_s)
 
 	p->state = PEER_DEAD;
 	p->epoch++;
+	peer_publish(p);
 	p->deaths++;
 	c->st.peer_deaths++;
 	ev_timer_stop(c->loop, &p->dead);
@@ -568,6 +578,7 @@ static void peer_restarted(struct cluster_peer *p, uint64_t inc)
 		return;
 	p->state = PEER_DOWN;
 	p->epoch++;
+	peer_publish(p);
 	p->last_rx = ev_now(c->loop); /* the new incarnation spoke */
 	if (c->h.on_peer_down)
 		c->h.on_peer_down(c->arg, p->node.id, "restarted");
@@ -609,6 +620,7 @@ static int link_up(struct cluster_link *l)
 	}
 	p->their_epoch = l->their_epoch;
 	p->state = PEER_UP;
+	peer_publish(p);
 	p->ups++;
 	p->auto_dials = 0;
 	p->backoff_ms = CLUSTER_BACKOFF_MIN_MS;
@@ -1512,11 +1524,10 @@ int cluster_reply(struct cluster *c, uint32_t node, uint64_t seq, int result,
 
 bool cluster_alive(struct cluster *c, uint32_t node, unsigned epoch)
 {
-	struct cluster_peer *p = c ? cluster_peer(c, node) : NULL;
-
 	/* A link that dropped is not a dead peer: requests wait for the next link
-	 * (or for the death that ends the session after dead_after_ms). */
-	return p && (p->state == PEER_UP || p->state == PEER_DOWN) && (p->epoch & 255) == epoch;
+	 * (or for the death that ends the session after dead_after_ms). Any
+	 * thread: the word peer_publish keeps, not the loop's peer table. */
+	return c && liveness_alive(&c->live, node, epoch);
 }
 
 unsigned cluster_epoch(struct cluster *c, uint32_t node)

@@ -87,7 +87,8 @@ int cluster_reply(struct cluster *c, uint32_t node, uint64_t seq, int result,
 /*
  * Is our session with node still in epoch (mod 256): the peer up, or its
  * link lost but the peer not (yet) declared dead? Pages it holds for us in
- * that epoch can still be had (a request waits for the link).
+ * that epoch can still be had (a request waits for the link). Any thread
+ * (the tier asks it under a bucket lock): it reads node/liveness.h's word.
  */
 bool cluster_alive(struct cluster *c, uint32_t node, unsigned epoch);
 

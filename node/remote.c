@@ -132,11 +132,13 @@ struct remote {
 
 	struct room_wait *waiters;  /* loop thread only */
 
-	/* counters (loop thread, but the thread's two are under lock) */
-	uint64_t frames_taken, frames_done, frames_partial;
+	/* counters (loop thread; the two written elsewhere are atomic: stats read them unlocked) */
+	_Atomic uint64_t frames_taken;    /* the remotify thread's */
+	_Atomic uint64_t flushes_dropped; /* also flush_queue's, on any thread */
+	uint64_t frames_done, frames_partial;
 	uint64_t pages_sent, pages_placed, pages_failed, retries, no_target, stale_flushes;
 	uint64_t gets, get_hits, get_lost, get_misses;
-	uint64_t flushes_sent, flush_retries, flushes_dropped;
+	uint64_t flushes_sent, flush_retries;
 	uint64_t served_puts, served_puts_refused, served_checksum_errors, served_gets,
 	    served_get_misses, served_flushes;
 	uint64_t owner_drops;

@@ -11,8 +11,11 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -1047,6 +1050,78 @@ static void test_peer_dead(void **state)
 	assert_true(b->session[1] == peer_info(1, 1).incarnation + 1);
 }
 
+/*
+ * cluster_alive from another thread, as the tier calls it (a get under a
+ * bucket lock on any thread) while the loop links, kills and relinks the
+ * peer: the thread sees beta alive in epoch 0, then never again once the
+ * loop declared it dead, then alive in epoch 1 after it came back. Under
+ * `make tsan` this is also the proof that it reads no loop-only state.
+ */
+struct alive_watch {
+	struct cluster *c;
+	atomic_bool stop;
+	atomic_uint_fast64_t calls, alive0, alive1;
+};
+
+static void *alive_watch_main(void *arg)
+{
+	struct alive_watch *aw = arg;
+
+	while (!atomic_load(&aw->stop)) {
+		if (cluster_alive(aw->c, 2, 0))
+			atomic_fetch_add(&aw->alive0, 1);
+		if (cluster_alive(aw->c, 2, 1))
+			atomic_fetch_add(&aw->alive1, 1);
+		atomic_fetch_add(&aw->calls, 1);
+	}
+	return NULL;
+}
+
+/* Let the watcher finish the pass it is in and make n more. */
+static void alive_watch_passes(struct alive_watch *aw, uint64_t n)
+{
+	uint64_t until = atomic_load(&aw->calls) + 1 + n;
+
+	while (atomic_load(&aw->calls) < until)
+		sched_yield();
+}
+
+static void test_alive_any_thread(void **state)
+{
+	struct tnode *a = &w->nodes[0];
+	struct alive_watch aw = {0};
+	pthread_t th;
+	uint64_t seen;
+
+	world_config(2);
+	node_start(0);
+	aw.c = a->c;
+	assert_int_equal(pthread_create(&th, NULL, alive_watch_main, &aw), 0);
+	alive_watch_passes(&aw, 100);
+	assert_int_equal(atomic_load(&aw.alive0), 0); /* never up yet */
+	node_start(1);
+	assert_true(run_until(linked(0, 1) && atomic_load(&aw.alive0) > 0, 2000));
+	assert_int_equal(atomic_load(&aw.alive1), 0);
+
+	node_stop(1);
+	assert_true(run_until(a->downs[2], DEAD_MS + 2000));
+	alive_watch_passes(&aw, 0);
+	seen = atomic_load(&aw.alive0);
+	alive_watch_passes(&aw, 1000);
+	assert_int_equal(atomic_load(&aw.alive0), seen); /* dead: epoch 0 is over */
+	assert_int_equal(atomic_load(&aw.alive1), 0);
+
+	node_start(1);
+	assert_true(run_until(linked(0, 1) && atomic_load(&aw.alive1) > 0, 3000));
+	alive_watch_passes(&aw, 0);
+	seen = atomic_load(&aw.alive0);
+	alive_watch_passes(&aw, 1000);
+	assert_int_equal(atomic_load(&aw.alive0), seen);
+
+	atomic_store(&aw.stop, true);
+	pthread_join(th, NULL);
+}
+
 /* Destroy node idx and start it again at once: its peer sees a new incarnation. */
 static void restart_case(int idx)
 {
@@ -1265,6 +1340,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_unauthenticated, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_raw_peer, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_peer_dead, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_alive_any_thread, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_restart_acceptor, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_restart_dialer, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pick, setup, teardown),
