@@ -18,7 +18,9 @@
 
 #define LOG_LINE_MAX 1024
 
-static enum log_level log_level = LOG_INFO;
+/* Atomic: every thread logs (the remotify thread too), and the level may be
+ * set while they do. */
+static _Atomic enum log_level log_level = LOG_INFO;
 
 /* clang-format off */
 static const char *const log_names[] = {
@@ -71,7 +73,7 @@ const char *log_level_name(enum log_level level)
 /* The journal timestamps lines itself: it wants "<N>" priority prefixes instead. */
 static bool log_to_journal(void)
 {
-	static int journal = -1;
+	static _Atomic int journal = -1; /* found out by the first caller, any thread */
 
 	if (journal < 0)
 		journal = getenv("JOURNAL_STREAM") != NULL;
