@@ -23,6 +23,12 @@ size=(--local-mb 2 --pages 4096)
 # still works for both).
 floors=${RAMSTER_DRILL_FLOORS:-${RAMSTER_DRILL_LATENCY:-report}}
 floor=(--latency-floor "$floors" --detection-floor "$floors")
+# RAMSTER_TEST_SLOW=N (as for test_collective): heartbeats and dead_after_ms N
+# times the drill's defaults, for builds that run N times slower (make tsan),
+# where a live peer's heartbeats can be late by more than a second
+slow=${RAMSTER_TEST_SLOW:-1}
+case $slow in '' | *[!0-9]* | 0) echo "test_drills: RAMSTER_TEST_SLOW='$slow' is not a positive integer"; exit 2 ;; esac
+[ "$slow" -gt 1 ] && size+=(--heartbeat-ms $((100 * slow)) --dead-after-ms $((1000 * slow)))
 
 # name, then the drill's arguments
 cases=(
