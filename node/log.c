@@ -27,7 +27,9 @@
 #define LOG_LINE_MAX 1024
 #define LOG_JOURNAL_SOCKET "/run/systemd/journal/socket" /* sd-journal's, fixed */
 
-static enum log_level log_level = LOG_INFO;
+/* Atomic: every thread logs (the remotify thread too), and the level may be
+ * set while they do. */
+static _Atomic enum log_level log_level = LOG_INFO;
 
 /* clang-format off */
 static const char *const log_names[] = {
@@ -102,7 +104,7 @@ enum log_sink {
  */
 static enum log_sink log_sink(void)
 {
-	static int sink = -1;
+	static _Atomic int sink = -1; /* decided by the first caller, any thread */
 	unsigned long long dev, ino;
 	const char *env;
 	struct stat st;

@@ -63,7 +63,7 @@ struct zcache {
 	struct replica_table *replicas;         /* holders of pages with several copies */
 	const struct zcache_remote_ops *remote; /* the collective, or NULL */
 	void *remote_arg;
-	uint64_t home_limit;                    /* frames; bring pages home below it */
+	atomic_uint_fast64_t home_limit;        /* frames; bring pages home below it (any thread) */
 };
 
 #define CNT_ADD(c, v) atomic_fetch_add_explicit(&(c), (v), memory_order_relaxed)
@@ -330,7 +330,7 @@ unsigned zcache_usage_pct(struct zcache *z)
 
 void zcache_set_home_limit(struct zcache *z, uint64_t frames)
 {
-	z->home_limit = frames;
+	atomic_store_explicit(&z->home_limit, frames, memory_order_relaxed);
 }
 
 int zcache_remotify_take(struct zcache *z, bool pers, struct zcache_out *o)
@@ -427,7 +427,7 @@ static int zcache_home_fn(void *arg, struct tmem_ref ref, bool pers, uint64_t *p
 		return 0;
 	}
 	z->za_ops->get_stats(z->za, &zs);
-	if (!pers || zs.frames >= z->home_limit)
+	if (!pers || zs.frames >= CNT_GET(z->home_limit))
 		return 0;
 	if (z->za_ops->store(z->za, pers, c->cdata, (unsigned)c->clen,
 			     (struct zbud_ref){ ref.objno, ref.index }, &handle))
@@ -567,7 +567,7 @@ struct zcache *zcache_create(const struct zcache_config *cfg)
 	z->za = z->za_ops->create((uint32_t)frames);
 	if (!z->za)
 		goto fail;
-	z->home_limit = frames * 8 / 10;
+	atomic_init(&z->home_limit, frames * 8 / 10);
 	z->replicas = replica_create();
 	if (!z->replicas)
 		goto fail_zbud;

@@ -128,7 +128,8 @@ uint32_t zcache_checksum(const void *data, size_t len);
 /* Frames in use, in percent of the budget (what the remotify watermarks watch). */
 unsigned zcache_usage_pct(struct zcache *z);
 
-/* Frames above which a repatriated persistent page is not brought home. */
+/* Frames above which a repatriated persistent page is not brought home. Any
+ * thread, at any time (a relaxed atomic: a get in flight sees the old or new). */
 void zcache_set_home_limit(struct zcache *z, uint64_t frames);
 
 /* One frame taken for remotify: its live pages, readable until done. */

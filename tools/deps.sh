@@ -19,11 +19,12 @@ pkgs=(
 	libsystemd-dev scdoc man-db systemd
 )
 
+# one dpkg query for all (make check and make demo run --check every time)
+installed=$(dpkg-query -W -f='${Package} ${Status}\n' "${pkgs[@]}" 2>/dev/null |
+	awk '$2 == "install" && $3 == "ok" && $4 == "installed" { print $1 }' || true)
 missing=()
 for p in "${pkgs[@]}"; do
-	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-		missing+=("$p")
-	fi
+	grep -qx -- "$p" <<<"$installed" || missing+=("$p")
 done
 
 if [ ${#missing[@]} -eq 0 ]; then

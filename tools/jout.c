@@ -50,7 +50,7 @@ jout_set(struct jout *j, json_t *v, const char *fmt, va_list ap)
 
 JOUT_SETTER(jout_uint, uint64_t, json_integer((json_int_t)v))
 JOUT_SETTER(jout_real, double, isfinite(v) ? json_real(v) : json_null())
-JOUT_SETTER(jout_round, double, isfinite(v) ? json_integer((json_int_t)llround(v)) : json_null())
+JOUT_SETTER(jout_round, double, isfinite(v) ? json_integer((json_int_t)(v < 0 ? v - 0.5 : v + 0.5)) /* no libm */ : json_null())
 JOUT_SETTER(jout_str, const char *, json_string(v))
 JOUT_SETTER(jout_bool, bool, json_boolean(v))
 

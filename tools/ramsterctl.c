@@ -8,16 +8,16 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
-#include <stdbool.h>
-#include <stddef.h>
-#include <sodium.h>
 
 #include "ramster.h"
 #include "tools/progress.h"
@@ -757,18 +757,32 @@ static int ctl_peers(ramster *r, int json)
 
 static int ctl_genkey(void)
 {
+	static const char digits[] = "0123456789abcdef";
 	unsigned char key[CTL_KEY_BYTES];
 	char hex[2 * CTL_KEY_BYTES + 1];
+	ssize_t got;
+	size_t i;
 
-	if (sodium_init() < 0) {
-		fprintf(stderr, "ramsterctl: genkey: libsodium failed to initialise\n");
+	/* the kernel's CSPRNG, as libsodium's randombytes_buf uses on Linux: 32
+	 * bytes never come back short, and it blocks only until the pool is
+	 * initialised at boot */
+	do
+		got = getrandom(key, sizeof(key), 0);
+	while (got < 0 && errno == EINTR);
+	if (got != (ssize_t)sizeof(key)) {
+		fprintf(stderr, "ramsterctl: genkey: getrandom: %s\n",
+			got < 0 ? strerror(errno) : "short read");
+		explicit_bzero(key, sizeof(key));
 		return 1;
 	}
-	randombytes_buf(key, sizeof(key));
-	sodium_bin2hex(hex, sizeof(hex), key, sizeof(key));
-	sodium_memzero(key, sizeof(key));
+	for (i = 0; i < sizeof(key); i++) {
+		hex[2 * i] = digits[key[i] >> 4];
+		hex[2 * i + 1] = digits[key[i] & 15];
+	}
+	hex[2 * sizeof(key)] = '\0';
+	explicit_bzero(key, sizeof(key));
 	printf("%s\n", hex);
-	sodium_memzero(hex, sizeof(hex));
+	explicit_bzero(hex, sizeof(hex));
 	return fflush(stdout) ? 1 : 0;
 }
 
