@@ -247,8 +247,9 @@ MAN_PAGES := $(patsubst man/%.scd,$(BUILD)/man/%,$(MAN_SRC))
 .PHONY: man uninstall
 all: $(MAN_PAGES)
 man: $(MAN_PAGES)
-$(BUILD)/man/%: man/%.scd | deps
+$(BUILD)/man/%: man/%.scd
 	@mkdir -p $(dir $@)
+	@command -v scdoc >/dev/null || { echo "scdoc missing: make deps installs it" >&2; exit 1; }
 	scdoc < $< > $@.tmp && mv $@.tmp $@
 
 # ---- install -----------------------------------------------------------------

@@ -100,6 +100,9 @@ local_mb = $([ $n = a ] && echo "$local_a" || echo 16)
 donate_mb = $([ $n = a ] && echo "$donate_a" || echo 32)
 nbd_socket = $T/nbd-$n.sock
 EOF
+		# zbud on a: two pages a frame whatever they compress to, so fio's
+		# pattern fills a's tier and pages go to its peers (dense would hold it all)
+		[ $n = a ] && echo "allocator = zbud" >>"$f"
 		[ $n = a ] && [ -n "${LEVEL_A:-}" ] && echo "log_level = $LEVEL_A" >>"$f"
 	done
 	return 0
@@ -208,15 +211,14 @@ c_lent() { # pages c holds for a, as a last heard
 }
 t_remove_node() {
 	local out
-	# one copy a page (with two, draining c leaves a no third node for them); a
-	# 2 MiB tier, since the dense allocator holds all 24 MiB of fio's pattern in 16
-	cluster "$T/c.ini" 70 500 64 2 a b c
+	# one copy a page (with two, draining c leaves a no third node for them)
+	cluster "$T/c.ini" 70 500 64 16 a b c
 	"$BIN/ramsterctl" -s "$T/a.sock" reload || return 1
 	vol_io --do_verify=0 || return 1
 	wait_for sh -c "[ \"\$('$BIN/ramsterctl' -s '$T/a.sock' peers --json |
 		jq -r '.[] | select(.name == \"c\") | .pages_lent')\" -gt 0 ]" || return 1
 	echo "c holds $(c_lent) pages of a"
-	cluster "$T/c.ini" 70 500 64 2 a b
+	cluster "$T/c.ini" 70 500 64 16 a b
 	out=$("$BIN/ramsterctl" -s "$T/a.sock" reload) || return 1
 	echo "$out"
 	grep -q "needs a restart: \[node c\] removed but still holds pages of this node (drain it first: ramsterctl drain c)" <<<"$out" ||
