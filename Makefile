@@ -61,8 +61,8 @@ PAGEGEN_OBJ := $(call obj,tools/pagegen.c)
 LIBWIRE_OBJ := $(call obj,proto/wire.c $(BUILD)/gen/proto/client.pb-c.c)
 
 BINS := $(BUILD)/bin/ramsterd $(BUILD)/bin/ramsterctl $(BUILD)/bin/ramster-bench \
-        $(BUILD)/bin/ramster-netbench $(BUILD)/bin/ramster-drill
-LIBRAMSTER := $(BUILD)/lib/libramster.so $(BUILD)/lib/libramster.a
+        $(BUILD)/bin/ramster-netbench $(BUILD)/bin/ramster-drill $(BUILD)/bin/ramster-run
+LIBRAMSTER := $(BUILD)/lib/libramster.so $(BUILD)/lib/libramster.a $(BUILD)/lib/libramster-preload.so
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
@@ -109,6 +109,12 @@ $(BUILD)/lib/libramster.so: $(LIB_OBJ) $(LIBWIRE_OBJ) lib/ramster.map
 	  -o $@ $(LIB_OBJ) $(LIBWIRE_OBJ) $(PKG_LIBS)
 	ln -sf libramster.so $(BUILD)/lib/libramster.so.0
 
+# ramster-run's LD_PRELOAD shim: the library's objects again, exporting only what it interposes
+$(BUILD)/lib/libramster-preload.so: $(call obj,tools/ramster-preload.c) $(LIB_OBJ) $(LIBWIRE_OBJ) tools/ramster-preload.map
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,--version-script=tools/ramster-preload.map $(LDFLAGS) \
+	  -o $@ $(call obj,tools/ramster-preload.c) $(LIB_OBJ) $(LIBWIRE_OBJ) $(PKG_LIBS) -ldl
+
 # ---- programs ----------------------------------------------------------------
 $(BUILD)/bin/ramsterd: $(call obj,node/main.c) $(BUILD)/lib/libnode.a $(BUILD)/lib/libtier.a $(BUILD)/lib/libwire.a
 	@mkdir -p $(dir $@)
@@ -120,6 +126,9 @@ $(BUILD)/bin/ramster-bench: $(call obj,tools/ramster-bench.c) $(PAGEGEN_OBJ) $(B
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 $(BUILD)/bin/ramster-netbench: $(call obj,tools/ramster-netbench.c) $(PAGEGEN_OBJ) $(BUILD)/lib/libramster.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+$(BUILD)/bin/ramster-run: $(call obj,tools/ramster-run.c) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 $(BUILD)/bin/ramster-drill: $(call obj,tools/ramster-drill.c) $(BUILD)/lib/libramster.a
@@ -189,6 +198,7 @@ install: all
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(BUILD)/lib/libramster.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/lib/libramster.so $(DESTDIR)$(PREFIX)/lib/libramster.so.0
+	install -m 755 $(BUILD)/lib/libramster-preload.so $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libramster.so.0 $(DESTDIR)$(PREFIX)/lib/libramster.so
 	install -m 644 include/ramster.h $(DESTDIR)$(PREFIX)/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' ramster.pc.in \

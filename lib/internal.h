@@ -22,6 +22,13 @@ ramster *lib_ramster_reopen(const ramster *r);
  */
 struct rg_space;
 
+/*
+ * Called first thing by every fault thread (NULL: nothing): the preload shim
+ * marks the thread as its own, so the thread's madvise and malloc calls pass
+ * straight through.
+ */
+extern void (*rg_thread_hook)(void);
+
 /* @return a new space on conn (taken over, closed by rg_space_free), or NULL with errno. */
 struct rg_space *rg_space_new(ramster *conn, size_t resident_bytes);
 

@@ -46,10 +46,12 @@
 /* ---- tunables ---------------------------------------------------------------- */
 
 #define RG_PAGE 4096u
-#define RG_BATCH 64u	     /* pages one fault brings in at most (fault + prefetch) */
+#define RG_BATCH 128u	     /* pages one fault brings in at most (fault + prefetch) */
 #define RG_EVICT_BATCH 32u   /* victims gathered per eviction round trip */
 #define RG_RA_MIN 8u	     /* first prefetch of a sequential run */
-#define RG_MIN_BUDGET (4 * RG_BATCH)
+#define RG_MIN_BUDGET (2 * RG_BATCH)
+#define RG_STREAMS 8u	     /* sequential runs followed at once (a merge reads two, writes one) */
+#define RG_WINDOW 4096u	     /* read-fetched pages per write-protect decision */
 
 /* Linux 6.6 uapi, absent from older headers. */
 #ifndef UFFD_FEATURE_POISON
@@ -124,8 +126,22 @@ struct rg_space {
 	uint32_t *free; /* stack of free slot numbers */
 	uint32_t nfree;
 
-	uintptr_t ra_next; /* a fault here continues a sequential run */
-	unsigned ra;	   /* pages prefetched on the run's last fault */
+	/* sequential runs: a fault in (last, next] continues one */
+	struct rg_stream {
+		uintptr_t last; /* its last faulting page */
+		uintptr_t next; /* the page after what it brought in */
+		unsigned ra;	/* pages prefetched on its last fault */
+		uint64_t used;	/* for replacing the least recently used */
+	} streams[RG_STREAMS];
+	uint64_t stream_clock;
+
+	/*
+	 * Write-protect pays when fetched pages stay clean; when most are
+	 * written anyway (RG_WINDOW decides), pages are fetched writable and
+	 * dirty, and CLOCK ages them without protecting them again.
+	 */
+	int nowp;
+	unsigned win_reads, win_wp, nowp_windows;
 
 	uint8_t *buf; /* RG_BATCH pages: fetched pages, bounce buffers */
 	struct ramster_iov iov[RG_BATCH];
@@ -374,7 +390,7 @@ static unsigned rg_evict(struct rg_space *s, unsigned want)
 			continue; /* picked already (few pages resident) */
 		if (*p & PG_REF) {
 			*p &= (uint8_t)~PG_REF;
-			if (!(*p & PG_WP) &&
+			if (!(*p & PG_WP) && !s->nowp &&
 			    rg_wp(s, sl->reg->base + (uintptr_t)sl->idx * RG_PAGE, RG_PAGE, 1) == 0)
 				*p |= PG_WP;
 			continue;
@@ -450,6 +466,45 @@ static uint64_t rg_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The run a fault at a continues (its window grown), or a new one (no prefetch yet). */
+static struct rg_stream *rg_stream(struct rg_space *s, uintptr_t a)
+{
+	struct rg_stream *m, *old = &s->streams[0];
+	unsigned k, cap = s->nslots / 8 < RG_BATCH - 1 ? s->nslots / 8 : RG_BATCH - 1;
+
+	for (k = 0; k < RG_STREAMS; k++) {
+		m = &s->streams[k];
+		if (m->used && a > m->last && a <= m->next + 2 * RG_PAGE) {
+			m->ra = m->ra ? (m->ra * 2 > cap ? cap : m->ra * 2) : RG_RA_MIN;
+			m->used = ++s->stream_clock;
+			return m;
+		}
+		if (m->used < old->used)
+			old = m;
+	}
+	old->last = a;
+	old->next = a + RG_PAGE;
+	old->ra = 0;
+	old->used = ++s->stream_clock;
+	return old;
+}
+
+/* One more read-fetched page (wp: fetched write-protected) toward the write-protect decision. */
+static void rg_window(struct rg_space *s)
+{
+	if (++s->win_reads < RG_WINDOW)
+		return;
+	if (s->nowp) {
+		/* probe again now and then: the program may have changed its ways */
+		if (++s->nowp_windows >= 8)
+			s->nowp = 0;
+	} else {
+		s->nowp = s->win_wp * 2 > s->win_reads;
+		s->nowp_windows = 0;
+	}
+	s->win_reads = s->win_wp = 0;
+}
+
 static void rg_fault_wp(struct rg_space *s, struct rg_region *g, size_t i, uintptr_t a)
 {
 	uint8_t *p = &g->st[i];
@@ -461,6 +516,7 @@ static void rg_fault_wp(struct rg_space *s, struct rg_region *g, size_t i, uintp
 		rg_slot_take(s, g, i);
 		*p = PG_PRESENT | PG_DIRTY | PG_REF;
 	} else if (*p & PG_PRESENT) {
+		s->win_wp++;
 		*p = (uint8_t)((*p & ~PG_WP) | PG_DIRTY | PG_REF);
 	} else {
 		rg_wake(s, a, RG_PAGE); /* evicted meanwhile: it faults again as missing */
@@ -479,34 +535,33 @@ static void rg_fault_missing(struct rg_space *s, struct rg_region *g, size_t i, 
 {
 	uint8_t *p = &g->st[i];
 	unsigned n, want, k, ngets = 0, start;
-	int rc = 0;
+	struct rg_stream *sm;
+	int rc = 0, wp;
 
 	s->st.faults++;
 	if (*p & (PG_PRESENT | PG_ZEROMAP | PG_POISON)) {
 		rg_wake(s, a, RG_PAGE);
 		return;
 	}
-	/* sequential: the fault continues the last run (or lands in its prefetch) */
-	if (a == s->ra_next || (a > s->ra_next - RG_PAGE * (s->ra + 1) && a < s->ra_next))
-		s->ra = s->ra ? (s->ra * 2 > RG_BATCH - 1 ? RG_BATCH - 1 : s->ra * 2) : RG_RA_MIN;
-	else
-		s->ra = 0;
-	if (s->ra > s->nslots / 4)
-		s->ra = s->nslots / 4;
-
-	if (!(*p & PG_INPOOL) && !write && !s->ra) {
-		/* never written, read: the zero page, write-protected, no memory */
+	sm = rg_stream(s, a);
+	sm->last = a;
+	want = 1 + sm->ra;
+	if (!(*p & PG_INPOOL) && !write) {
+		/* never written, read: the zero page (a run of them), write-protected, no memory */
 		struct uffdio_zeropage z = {.range = {.start = a, .len = RG_PAGE},
 					    .mode = UFFDIO_ZEROPAGE_MODE_DONTWAKE};
 
+		for (n = 1; n < want && i + n < g->npages && !g->st[i + n]; n++)
+			;
+		z.range.len = (uint64_t)n * RG_PAGE;
 		s->st.faults_zero++;
-		if (ioctl(s->uffd, UFFDIO_ZEROPAGE, &z) == 0 && rg_wp(s, a, RG_PAGE, 1) == 0)
-			*p = PG_ZEROMAP | PG_WP;
-		s->ra_next = a + RG_PAGE;
+		if (ioctl(s->uffd, UFFDIO_ZEROPAGE, &z) == 0 && rg_wp(s, a, z.range.len, 1) == 0)
+			for (k = 0; k < n; k++)
+				g->st[i + k] = PG_ZEROMAP | PG_WP;
+		sm->next = a + z.range.len;
 		rg_wake(s, a, RG_PAGE);
 		return;
 	}
-	want = 1 + s->ra;
 	for (n = 1; n < want && i + n < g->npages; n++)
 		if (g->st[i + n] & (PG_PRESENT | PG_ZEROMAP | PG_POISON))
 			break;
@@ -535,7 +590,7 @@ static void rg_fault_missing(struct rg_space *s, struct rg_region *g, size_t i, 
 				s->st.get_failed++;
 				rg_poison(s, a, tid);
 				*p = (uint8_t)(PG_POISON | PG_INPOOL);
-				s->ra = 0;
+				sm->ra = 0;
 				return;
 			}
 			n = k;
@@ -545,13 +600,16 @@ static void rg_fault_missing(struct rg_space *s, struct rg_region *g, size_t i, 
 	}
 	s->st.gets += ngets;
 	/* the faulting page first, woken at once; a write needs no protection */
-	rc = rg_copy(s, a, s->buf, RG_PAGE, !write, 1);
+	wp = !write && !s->nowp;
+	if (!write && (*p & PG_INPOOL))
+		rg_window(s);
+	rc = rg_copy(s, a, s->buf, RG_PAGE, wp, 1);
 	if (rc) {
 		rg_wake(s, a, RG_PAGE); /* -EAGAIN (mm changing) or raced: fault again */
 		return;
 	}
 	rg_slot_take(s, g, i);
-	*p = (uint8_t)((*p & PG_INPOOL) | PG_PRESENT | PG_REF | (write ? PG_DIRTY : PG_WP));
+	*p = (uint8_t)((*p & PG_INPOOL) | PG_PRESENT | PG_REF | (wp ? PG_WP : PG_DIRTY));
 	/*
 	 * The prefetched ones, unreferenced. A run of writes (a buffer being
 	 * filled) gets them writable and dirty: protecting them would cost one
@@ -561,10 +619,10 @@ static void rg_fault_missing(struct rg_space *s, struct rg_region *g, size_t i, 
 		unsigned end = n;
 
 		if (rg_copy(s, a + (uintptr_t)start * RG_PAGE, s->buf + (size_t)start * RG_PAGE,
-			    (size_t)(end - start) * RG_PAGE, !write, 1)) {
+			    (size_t)(end - start) * RG_PAGE, wp, 1)) {
 			end = start + 1; /* one page refused (-EEXIST): page by page */
 			if (rg_copy(s, a + (uintptr_t)start * RG_PAGE,
-				    s->buf + (size_t)start * RG_PAGE, RG_PAGE, !write, 1)) {
+				    s->buf + (size_t)start * RG_PAGE, RG_PAGE, wp, 1)) {
 				n = start;
 				break;
 			}
@@ -572,12 +630,12 @@ static void rg_fault_missing(struct rg_space *s, struct rg_region *g, size_t i, 
 		for (k = start; k < end; k++) {
 			rg_slot_take(s, g, i + k);
 			g->st[i + k] = (uint8_t)((g->st[i + k] & PG_INPOOL) | PG_PRESENT |
-						 (write ? PG_DIRTY : PG_WP));
+						 (wp ? PG_WP : PG_DIRTY));
 			s->st.prefetched++;
 		}
 		start = end;
 	}
-	s->ra_next = a + (uintptr_t)n * RG_PAGE;
+	sm->next = a + (uintptr_t)n * RG_PAGE;
 }
 
 static void rg_fault(struct rg_space *s, const struct uffd_msg *m)
@@ -603,6 +661,8 @@ static void rg_fault(struct rg_space *s, const struct uffd_msg *m)
 	pthread_mutex_unlock(&s->lock);
 }
 
+void (*rg_thread_hook)(void);
+
 static void *rg_thread(void *arg)
 {
 	struct rg_space *s = arg;
@@ -611,6 +671,8 @@ static void *rg_thread(void *arg)
 	ssize_t n;
 	size_t i;
 
+	if (rg_thread_hook)
+		rg_thread_hook();
 	for (;;) {
 		if (poll(pf, 2, -1) < 0)
 			continue;
