@@ -152,6 +152,26 @@ struct rg_space {
 	uint64_t lat_hist[64]; /* missing-fault service ns, by log2 */
 };
 
+/* ---- the kernel's memory calls -------------------------------------------------
+ * Straight syscalls: ramster-run's shim interposes the libc wrappers, and the
+ * space must not re-enter itself through them (its lock is held here).
+ */
+
+static int rg_madvise(void *addr, size_t len, int advice)
+{
+	return (int)syscall(SYS_madvise, addr, len, advice);
+}
+
+static int rg_munmap(void *addr, size_t len)
+{
+	return (int)syscall(SYS_munmap, addr, len);
+}
+
+static void *rg_mremap(void *addr, size_t oldlen, size_t newlen, int flags)
+{
+	return (void *)syscall(SYS_mremap, addr, oldlen, newlen, flags, NULL);
+}
+
 /* ---- userfaultfd -------------------------------------------------------------- */
 
 static int rg_uffd_open(int flags)
@@ -353,7 +373,7 @@ static void rg_drop(struct rg_space *s, struct rg_region *g, size_t i)
 {
 	uintptr_t a = g->base + i * RG_PAGE;
 
-	(void)madvise((void *)a, RG_PAGE, MADV_DONTNEED);
+	(void)rg_madvise((void *)a, RG_PAGE, MADV_DONTNEED);
 	if (!(g->st[i] & PG_INPOOL))
 		g->st[i] = 0; /* a clean page never put holds zeros: fresh again */
 	else
@@ -778,7 +798,7 @@ void rg_space_free(struct rg_space *s)
 	while (s->nregs) {
 		struct rg_region *g = s->regs[s->nregs - 1];
 
-		(void)munmap((void *)g->base, g->npages * RG_PAGE);
+		(void)rg_munmap((void *)g->base, g->npages * RG_PAGE);
 		s->nregs--;
 		rg_region_free(s, g);
 	}
@@ -823,7 +843,7 @@ int rg_map(struct rg_space *s, void *addr, size_t len)
 	memset(g->slot, 0xff, g->npages * sizeof(*g->slot));
 	g->obj->refs = 1;
 	/* no huge pages: a region is served page by page */
-	(void)madvise(addr, len, MADV_NOHUGEPAGE);
+	(void)rg_madvise(addr, len, MADV_NOHUGEPAGE);
 	if (ioctl(s->uffd, UFFDIO_REGISTER, &reg)) {
 		err = -errno;
 		goto free_g;
@@ -946,7 +966,7 @@ int rg_unmap(struct rg_space *s, void *addr, size_t len, int do_munmap)
 	int rc = 0;
 
 	if (!s || s->dead)
-		return do_munmap && munmap(addr, len) ? -errno : 0;
+		return do_munmap && rg_munmap(addr, len) ? -errno : 0;
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
 		size_t i = rg_lower(s, a);
@@ -962,7 +982,7 @@ int rg_unmap(struct rg_space *s, void *addr, size_t len, int do_munmap)
 			break;
 		a = hi;
 	}
-	if (do_munmap && munmap(addr, len))
+	if (do_munmap && rg_munmap(addr, len))
 		rc = -errno;
 	pthread_mutex_unlock(&s->lock);
 	return rc;
@@ -975,7 +995,7 @@ int rg_discard(struct rg_space *s, void *addr, size_t len)
 	int rc = 0;
 
 	pthread_mutex_lock(&s->lock);
-	if (madvise(addr, len, MADV_DONTNEED))
+	if (rg_madvise(addr, len, MADV_DONTNEED))
 		rc = -errno;
 	for (x = a & ~(uintptr_t)(RG_PAGE - 1); !rc && x < b; x += RG_PAGE) {
 		size_t i;
@@ -1025,7 +1045,7 @@ int rg_grow(struct rg_space *s, void *addr, size_t oldlen, size_t newlen)
 		rc = -ENOMEM;
 		goto out;
 	}
-	p = mremap(addr, oldlen, newlen, 0);
+	p = rg_mremap(addr, oldlen, newlen, 0);
 	if (p == MAP_FAILED) {
 		rc = -errno;
 		goto out;
@@ -1109,7 +1129,7 @@ void rg_fork_parent(struct rg_space *s)
 		for (i = 0; i < g->npages; i++)
 			if (g->st[i] & PG_FORK) {
 				/* clean copies of the pool's: dropping them costs nothing */
-				(void)madvise((void *)(g->base + i * RG_PAGE), RG_PAGE, MADV_DONTNEED);
+				(void)rg_madvise((void *)(g->base + i * RG_PAGE), RG_PAGE, MADV_DONTNEED);
 				g->st[i] = PG_INPOOL;
 			}
 	}
@@ -1242,7 +1262,7 @@ void *ramster_region_map(ramster *r, size_t bytes, size_t resident_bytes, int fl
 		goto free_space;
 	err = rg_map(e->s, e->addr, len);
 	if (err) {
-		munmap(e->addr, len);
+		rg_munmap(e->addr, len);
 		errno = -err;
 		goto free_space;
 	}

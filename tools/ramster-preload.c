@@ -511,16 +511,28 @@ __attribute__((destructor)) static void pl_fini(void)
 {
 	const char *path = getenv("RAMSTER_RUN_STATS");
 	struct ramster_region_stats st;
-	char line[512];
+	char line[640], buf[4096], *hwm;
+	unsigned long long peak = 0;
+	ssize_t got;
 	int fd, n;
 
 	if (!pl_space || !path || !*path)
 		return;
 	rg_stats(pl_space, &st);
+	/* the process's peak RSS, for ramster-run's tests and users */
+	fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		got = read(fd, buf, sizeof(buf) - 1);
+		buf[got > 0 ? got : 0] = 0;
+		hwm = strstr(buf, "VmHWM:");
+		if (hwm)
+			peak = strtoull(hwm + 6, NULL, 10);
+		close(fd);
+	}
 	n = snprintf(line, sizeof(line),
 		     "pid %d budget_pages %llu resident_pages %llu pool_pages %llu faults %llu faults_zero %llu "
 		     "faults_wp %llu gets %llu prefetched %llu get_failed %llu evicted %llu puts %llu "
-		     "put_refused %llu over_budget %llu fault_ns_p50 %llu fault_ns_p99 %llu\n",
+		     "put_refused %llu over_budget %llu fault_ns_p50 %llu fault_ns_p99 %llu rss_peak_kib %llu\n",
 		     (int)getpid(), (unsigned long long)st.budget_pages,
 		     (unsigned long long)st.resident_pages, (unsigned long long)st.pool_pages,
 		     (unsigned long long)st.faults, (unsigned long long)st.faults_zero,
@@ -528,7 +540,7 @@ __attribute__((destructor)) static void pl_fini(void)
 		     (unsigned long long)st.prefetched, (unsigned long long)st.get_failed,
 		     (unsigned long long)st.evicted, (unsigned long long)st.puts,
 		     (unsigned long long)st.put_refused, (unsigned long long)st.over_budget,
-		     (unsigned long long)st.fault_ns_p50, (unsigned long long)st.fault_ns_p99);
+		     (unsigned long long)st.fault_ns_p50, (unsigned long long)st.fault_ns_p99, peak);
 	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
 	if (fd >= 0) {
 		if (write(fd, line, (size_t)n) != n)
