@@ -185,8 +185,13 @@ fuzz-run: fuzz
 	  grep -E 'stat::number_of_executed_units|Done' build-fuzz/$$n.log | tail -2; done
 
 # ---- benchmarks ---------------------------------------------------------------
-bench: all
+bench: all $(BUILD)/tools/far-workload
 	tools/bench.sh $(BUILD)/bin
+
+# bench-far.sh's workload (not installed)
+$(BUILD)/tools/far-workload: $(call obj,tools/far-workload.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^
 
 # ---- demo: the README's first command ----------------------------------------
 demo: all
