@@ -215,6 +215,7 @@ struct ramster_region_stats {
 	uint64_t puts;		  /* pages written to the pool (dirty evictions) */
 	uint64_t put_refused;	  /* puts the node refused: the page stayed resident */
 	uint64_t over_budget;	  /* faults served with no page left to evict */
+	uint64_t evict_failed;	  /* victims the kernel would not drop (mlock'd): they stayed */
 	uint64_t fault_ns_p50;	  /* service time of a missing fault, thread side, median */
 	uint64_t fault_ns_p99;	  /* ... 99th percentile (powers of two) */
 };

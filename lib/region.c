@@ -368,18 +368,26 @@ static void *rg_put_source(struct rg_space *s, struct rg_region *g, size_t i, un
 	return b;
 }
 
-/* Drop pages runs of victims (after their puts): madvise, states, slots. */
-static void rg_drop(struct rg_space *s, struct rg_region *g, size_t i)
+/*
+ * Drop a victim (after its put). @return 0, or -errno when the kernel would
+ * not drop it (an mlock'd page): then it stays, referenced.
+ */
+static int rg_drop(struct rg_space *s, struct rg_region *g, size_t i)
 {
 	uintptr_t a = g->base + i * RG_PAGE;
 
-	(void)rg_madvise((void *)a, RG_PAGE, MADV_DONTNEED);
+	if (rg_madvise((void *)a, RG_PAGE, MADV_DONTNEED)) {
+		g->st[i] |= PG_REF;
+		s->st.evict_failed++;
+		return -errno;
+	}
 	if (!(g->st[i] & PG_INPOOL))
 		g->st[i] = 0; /* a clean page never put holds zeros: fresh again */
 	else
 		g->st[i] = PG_INPOOL;
 	rg_slot_release(s, g, i);
 	s->st.evicted++;
+	return 0;
 }
 
 /*
@@ -458,8 +466,8 @@ static unsigned rg_evict(struct rg_space *s, unsigned want)
 			s->st.puts++;
 			*p = (uint8_t)((*p & ~PG_DIRTY) | PG_INPOOL);
 		}
-		rg_drop(s, sl->reg, sl->idx);
-		freed++;
+		if (!rg_drop(s, sl->reg, sl->idx))
+			freed++;
 	}
 	return freed;
 }

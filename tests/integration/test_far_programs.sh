@@ -6,8 +6,8 @@
 # node's tmem_puts covering them; an exec'd child is served too.
 #
 # Sizes: RAMSTER_SLOW=1 runs the full sizes (a 200 MB file, a 300 MB
-# structure; minutes on a loaded 2-core machine); the default is 64 MB for
-# both, still twice the resident budget and more. Prints cmocka-like lines for
+# structure; minutes on a loaded 2-core machine); the default is 64 MB and
+# 48 MB, still above the resident budget. Prints cmocka-like lines for
 # tests/run-tests. Needs RAMSTER_BIN, sort, python3 and /dev/userfaultfd.
 set -u
 BIN=${RAMSTER_BIN:-build/bin}
@@ -35,7 +35,7 @@ command -v sort >/dev/null || skip "sort missing"
 if [ "${RAMSTER_SLOW:-0}" = 1 ]; then
 	SORT_MB=200 PY_MB=300
 else
-	SORT_MB=64 PY_MB=64
+	SORT_MB=64 PY_MB=48
 fi
 
 "$BIN/ramsterd" --socket "$T/sock" --local-mb 1024 --log-level warn >"$T/node.log" 2>&1 &
