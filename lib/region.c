@@ -212,14 +212,19 @@ static int rg_uffd_new(int *has_poison)
 	return -ENOTSUP;
 }
 
-static int rg_copy(struct rg_space *s, uintptr_t dst, const void *src, size_t len, int wp, int wake)
+/* Install len bytes of pages at dst. @return 0 or -errno; *done (may be NULL) gets the bytes installed. */
+static int rg_copy(struct rg_space *s, uintptr_t dst, const void *src, size_t len, int wp, int wake,
+		   size_t *done)
 {
 	struct uffdio_copy c = {.dst = dst, .src = (uintptr_t)src, .len = len};
+	int rc = 0;
 
 	c.mode = (wp ? UFFDIO_COPY_MODE_WP : 0) | (wake ? 0 : UFFDIO_COPY_MODE_DONTWAKE);
-	if (ioctl(s->uffd, UFFDIO_COPY, &c) == 0)
-		return 0;
-	return -errno;
+	if (ioctl(s->uffd, UFFDIO_COPY, &c))
+		rc = -errno;
+	if (done)
+		*done = rc ? (c.copy > 0 ? (size_t)c.copy : 0) : len;
+	return rc;
 }
 
 static int rg_wp(struct rg_space *s, uintptr_t addr, size_t len, int on)
@@ -562,7 +567,7 @@ static void rg_fault_missing(struct rg_space *s, struct rg_region *g, size_t i, 
 			     int write, uint32_t tid)
 {
 	uint8_t *p = &g->st[i];
-	unsigned n, want, k, ngets = 0, start;
+	unsigned n, want, k, ngets = 0;
 	struct rg_stream *sm;
 	int rc = 0, wp;
 
@@ -631,7 +636,7 @@ static void rg_fault_missing(struct rg_space *s, struct rg_region *g, size_t i, 
 	wp = !write && !s->nowp;
 	if (!write && (*p & PG_INPOOL))
 		rg_window(s);
-	rc = rg_copy(s, a, s->buf, RG_PAGE, wp, 1);
+	rc = rg_copy(s, a, s->buf, RG_PAGE, wp, 1, NULL);
 	if (rc) {
 		rg_wake(s, a, RG_PAGE); /* -EAGAIN (mm changing) or raced: fault again */
 		return;
@@ -643,25 +648,18 @@ static void rg_fault_missing(struct rg_space *s, struct rg_region *g, size_t i, 
 	 * filled) gets them writable and dirty: protecting them would cost one
 	 * write-protect fault each; a run of reads gets them write-protected.
 	 */
-	for (start = 1; start < n;) {
-		unsigned end = n;
+	if (n > 1) {
+		size_t done = 0;
 
-		if (rg_copy(s, a + (uintptr_t)start * RG_PAGE, s->buf + (size_t)start * RG_PAGE,
-			    (size_t)(end - start) * RG_PAGE, wp, 1)) {
-			end = start + 1; /* one page refused (-EEXIST): page by page */
-			if (rg_copy(s, a + (uintptr_t)start * RG_PAGE,
-				    s->buf + (size_t)start * RG_PAGE, RG_PAGE, wp, 1)) {
-				n = start;
-				break;
-			}
-		}
-		for (k = start; k < end; k++) {
+		/* what the kernel refused part-way (-EAGAIN, -ENOMEM) ends the run */
+		(void)rg_copy(s, a + RG_PAGE, s->buf + RG_PAGE, (size_t)(n - 1) * RG_PAGE, wp, 1, &done);
+		n = 1 + (unsigned)(done / RG_PAGE);
+		for (k = 1; k < n; k++) {
 			rg_slot_take(s, g, i + k);
 			g->st[i + k] = (uint8_t)((g->st[i + k] & PG_INPOOL) | PG_PRESENT |
 						 (wp ? PG_WP : PG_DIRTY));
 			s->st.prefetched++;
 		}
-		start = end;
 	}
 	sm->next = a + (uintptr_t)n * RG_PAGE;
 }
@@ -1114,7 +1112,7 @@ void rg_fork_prepare(struct rg_space *s)
 					rg_poison(s, a, 0);
 					g->st[i + k] = PG_POISON | PG_INPOOL;
 					s->st.get_failed++;
-				} else if (rg_copy(s, a, s->buf + k * RG_PAGE, RG_PAGE, 1, 1) == 0) {
+				} else if (rg_copy(s, a, s->buf + k * RG_PAGE, RG_PAGE, 1, 1, NULL) == 0) {
 					g->st[i + k] = PG_INPOOL | PG_PRESENT | PG_WP | PG_FORK;
 					g->slot[i + k] = SLOT_NONE;
 					s->st.gets++;
