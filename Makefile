@@ -87,8 +87,8 @@ PROGRESS_OBJ := $(call obj,tools/progress.c)
 LIBWIRE_OBJ := $(call obj,proto/wire.c $(BUILD)/gen/proto/client.pb-c.c) $(COMMON_OBJ)
 
 BINS := $(BUILD)/bin/ramsterd $(BUILD)/bin/ramsterctl $(BUILD)/bin/ramster-bench \
-        $(BUILD)/bin/ramster-netbench $(BUILD)/bin/ramster-drill
-LIBRAMSTER := $(BUILD)/lib/libramster.so $(BUILD)/lib/libramster.a
+        $(BUILD)/bin/ramster-netbench $(BUILD)/bin/ramster-drill $(BUILD)/bin/ramster-run
+LIBRAMSTER := $(BUILD)/lib/libramster.so $(BUILD)/lib/libramster.a $(BUILD)/lib/libramster-preload.so
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
@@ -140,6 +140,12 @@ $(BUILD)/lib/libramster.so: $(LIB_OBJ) $(LIBWIRE_OBJ) lib/ramster.map
 	  -o $@ $(LIB_OBJ) $(LIBWIRE_OBJ) $(WIRE_LIBS)
 	ln -sf libramster.so $(BUILD)/lib/libramster.so.0
 
+# ramster-run's LD_PRELOAD shim: the library's objects again, exporting only what it interposes
+$(BUILD)/lib/libramster-preload.so: $(call obj,tools/ramster-preload.c) $(LIB_OBJ) $(LIBWIRE_OBJ) tools/ramster-preload.map
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,--version-script=tools/ramster-preload.map $(FINAL_LDFLAGS) \
+	  -o $@ $(call obj,tools/ramster-preload.c) $(LIB_OBJ) $(LIBWIRE_OBJ) $(WIRE_LIBS) -ldl
+
 # ---- programs ----------------------------------------------------------------
 $(BUILD)/bin/ramsterd: $(call obj,node/main.c) $(BUILD)/lib/libnode.a $(BUILD)/lib/libtier.a $(BUILD)/lib/libwire.a
 	@mkdir -p $(dir $@)
@@ -153,6 +159,9 @@ $(BUILD)/bin/ramster-bench: $(call obj,tools/ramster-bench.c) $(PAGEGEN_OBJ) $(J
 $(BUILD)/bin/ramster-netbench: $(call obj,tools/ramster-netbench.c) $(PAGEGEN_OBJ) $(JOUT_OBJ) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(WIRE_LIBS) $(JSON_LIBS)
+$(BUILD)/bin/ramster-run: $(call obj,tools/ramster-run.c) $(BUILD)/lib/libramster.a
+	@mkdir -p $(dir $@)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(WIRE_LIBS)
 $(BUILD)/bin/ramster-drill: $(call obj,tools/ramster-drill.c) $(JOUT_OBJ) $(PROGRESS_OBJ) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(WIRE_LIBS) $(JSON_LIBS)
@@ -233,8 +242,13 @@ fuzz-run: fuzz
 	  grep -E 'stat::number_of_executed_units|Done' build-fuzz/$$n.log | tail -2; done
 
 # ---- benchmarks ---------------------------------------------------------------
-bench: all
+bench: all $(BUILD)/tools/far-workload
 	tools/bench.sh $(BUILD)/bin
+
+# bench-far.sh's workload (not installed)
+$(BUILD)/tools/far-workload: $(call obj,tools/far-workload.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^
 
 # ---- demo: the README's first command ----------------------------------------
 demo: deps-if-missing
@@ -258,7 +272,7 @@ $(BUILD)/man/%: man/%.scd
 UNITDIR     := lib/systemd/system
 UNITS       := ramsterd.service ramsterd@.service
 INSTALLED = $(addprefix bin/,$(notdir $(BINS))) lib/libramster.a lib/libramster.so.0 \
-            lib/libramster.so include/ramster.h lib/pkgconfig/ramster.pc \
+            lib/libramster.so lib/libramster-preload.so include/ramster.h lib/pkgconfig/ramster.pc \
             $(addprefix $(UNITDIR)/,$(UNITS)) lib/sysusers.d/ramster.conf \
             $(foreach m,$(notdir $(MAN_PAGES)),share/man/man$(subst .,,$(suffix $(m)))/$(m))
 install: all
@@ -266,6 +280,7 @@ install: all
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(BUILD)/lib/libramster.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/lib/libramster.so $(DESTDIR)$(PREFIX)/lib/libramster.so.0
+	install -m 755 $(BUILD)/lib/libramster-preload.so $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libramster.so.0 $(DESTDIR)$(PREFIX)/lib/libramster.so
 	install -m 644 include/ramster.h $(DESTDIR)$(PREFIX)/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' ramster.pc.in \

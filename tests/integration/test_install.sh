@@ -48,9 +48,11 @@ expected() {
 		bin/ramster-bench
 		bin/ramster-drill
 		bin/ramster-netbench
+		bin/ramster-run
 		bin/ramsterctl
 		bin/ramsterd
 		include/ramster.h
+		lib/libramster-preload.so
 		lib/libramster.a
 		lib/libramster.so
 		lib/libramster.so.0
@@ -58,6 +60,7 @@ expected() {
 		lib/systemd/system/ramsterd.service
 		lib/systemd/system/ramsterd@.service
 		lib/sysusers.d/ramster.conf
+		share/man/man1/ramster-run.1
 		share/man/man3/libramster.3
 		share/man/man5/ramster.conf.5
 		share/man/man8/ramster-drill.8
@@ -109,14 +112,14 @@ t_man() {
 			bad=1
 		}
 	done
-	for m in ramsterd.8 ramsterctl.8 ramster.conf.5 libramster.3 ramster-drill.8; do
+	for m in ramsterd.8 ramsterctl.8 ramster.conf.5 libramster.3 ramster-drill.8 ramster-run.1; do
 		out=$(MANPATH="$P/share/man" man -w "${m##*.}" "${m%.*}" 2>&1)
 		[ "$out" = "$P/share/man/man${m##*.}/$m" ] || {
 			echo "man -w ${m##*.} ${m%.*}: $out"
 			bad=1
 		}
 	done
-	[ $bad -eq 0 ] && echo "5 man pages render without a warning and are found by man"
+	[ $bad -eq 0 ] && echo "6 man pages render without a warning and are found by man"
 }
 
 t_verify() {
