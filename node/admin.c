@@ -77,6 +77,7 @@ int admin_stats(struct client *c, Ramster__Response *rsp)
 				"... and found work without sleeping");
 		client_stat_add(&sl, "loop_busy_poll_us", ss.spun_us,
 				"microseconds spent busy polling");
+		spin_foreach_lag(&ss, client_stat_add, &sl);
 	}
 	if (!sl.err && sl.n) {
 		ptrs = malloc(sl.n * sizeof(*ptrs));

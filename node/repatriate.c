@@ -2,6 +2,9 @@
  * repatriate.c - gets of pages that live on peers: the live holders are
  * asked nearest first (one-sided RDMA READ where the holder named a key on
  * the current link, else P_GET), each within request_timeout_ms / holders;
+ * an unreachable holder is asked last, and a get whose only copy is there
+ * waits for it (the request is sent when its link is back) up to
+ * request_timeout_ms, then fails that call alone: the page is kept;
  * the answer is checked against our descriptor and settled in the tier.
  */
 
@@ -56,6 +59,11 @@ static void get_finish(struct rget *g, int result, const uint8_t *payload, size_
 				       payload, plen, g->page, &home);
 	for (k = 0; home && k < g->set.n; k++)
 		remote_flush_queue(r, g->set.node[k], RAMSTER__PEER__OP__P_FLUSH, &g->h);
+	/* an ephemeral page that could not be had is forgotten here (a miss): its
+	 * copy on a holder that timed out (unreachable) must not stay there */
+	for (k = 0; res && !g->pers && result == -ETIMEDOUT && k < g->set.n; k++)
+		if (cluster_alive(r->cl, g->set.node[k], g->set.epoch[k]))
+			remote_flush_now(r, g->set.node[k], RAMSTER__PEER__OP__P_FLUSH, &g->h);
 	if (res == 0)
 		r->get_hits++;
 	else if (g->pers)

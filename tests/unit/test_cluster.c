@@ -54,7 +54,8 @@ enum answer { ANSWER_NOW, ANSWER_NEVER };
 struct tnode {
 	struct cluster *c;
 	uint32_t id;
-	unsigned ups[NODES_MAX + 1], downs[NODES_MAX + 1];
+	unsigned ups[NODES_MAX + 1], downs[NODES_MAX + 1], unreach[NODES_MAX + 1];
+	double unreach_at[NODES_MAX + 1];
 	uint64_t session[NODES_MAX + 1];
 	char why[NODES_MAX + 1][16];
 	double down_at[NODES_MAX + 1];
@@ -161,6 +162,15 @@ static void on_peer_down(void *arg, uint32_t node, const char *why)
 	t->down_at[node] = now_s();
 }
 
+static void on_peer_unreachable(void *arg, uint32_t node)
+{
+	struct tnode *t = arg;
+
+	assert_true(node >= 1 && node <= NODES_MAX);
+	t->unreach[node]++;
+	t->unreach_at[node] = now_s();
+}
+
 static void donate(void *arg, uint64_t *free_bytes, uint64_t *total_bytes)
 {
 	struct tnode *t = arg;
@@ -180,6 +190,7 @@ static const struct cluster_handlers handlers = {
     .on_request = on_request,
     .on_peer_up = on_peer_up,
     .on_peer_down = on_peer_down,
+    .on_peer_unreachable = on_peer_unreachable,
     .donate = donate,
     .foreign_pages = foreign_pages,
 };
@@ -262,6 +273,7 @@ static void node_start_with(int idx, const struct config *cfg, const uint8_t *ke
 
 	memset(t->ups, 0, sizeof(t->ups));
 	memset(t->downs, 0, sizeof(t->downs));
+	memset(t->unreach, 0, sizeof(t->unreach));
 	memset(t->session, 0, sizeof(t->session));
 	memset(t->why, 0, sizeof(t->why));
 	t->requests_seen = 0;
@@ -995,6 +1007,12 @@ static void test_raw_peer(void **state)
 
 /* ---- death and rebirth ---------------------------------------------------------------- */
 
+/*
+ * Silence is not death: past dead_after_ms the peer is unreachable. Its epoch
+ * stays (its copies still exist), pending requests wait for their own
+ * timeouts, new ones are taken (they wait for the link), nothing is placed
+ * there. A new process with the same config is a restart: then the epoch moves.
+ */
 static void test_peer_dead(void **state)
 {
 	struct tnode *a = &w->nodes[0], *b = &w->nodes[1];
@@ -1006,38 +1024,69 @@ static void test_peer_dead(void **state)
 	node_start(1);
 	assert_true(run_until(linked(0, 1), 2000));
 	b->answer = ANSWER_NEVER;
-	assert_int_equal(request(0, 2, RAMSTER__PEER__OP__P_GET, 1, NULL, 0, 10000, &r), 0);
+	assert_int_equal(request(0, 2, RAMSTER__PEER__OP__P_GET, 1, NULL, 0, DEAD_MS + 1500, &r), 0);
 	assert_true(run_until(b->requests_seen == 1, 2000));
 
 	node_stop(1);
 	t0 = now_s();
-	assert_true(run_until(a->downs[2], DEAD_MS + 2000));
-	assert_true(a->down_at[2] - t0 <= (DEAD_MS + 2 * HB_MS) / 1000.0);
-	assert_true(a->down_at[2] - t0 >= (DEAD_MS - 2 * HB_MS) / 1000.0);
-	assert_string_equal(a->why[2], "silent");
-	assert_int_equal(r.done, 1);
-	assert_int_equal(r.result, -EHOSTDOWN);
+	assert_true(run_until(a->unreach[2], DEAD_MS + 2000));
+	assert_true(a->unreach_at[2] - t0 <= (DEAD_MS + 2 * HB_MS) / 1000.0);
+	assert_true(a->unreach_at[2] - t0 >= (DEAD_MS - 2 * HB_MS) / 1000.0);
+	assert_int_equal(a->downs[2], 0);
+	assert_int_equal(r.done, 0); /* it waits for its own timeout */
 
-	assert_int_equal(cluster_epoch(a->c, 2), 1);
-	assert_false(cluster_alive(a->c, 2, 0));
-	assert_false(cluster_alive(a->c, 2, 1));
-	assert_string_equal(peer_info(0, 2).state, "dead");
+	assert_int_equal(cluster_epoch(a->c, 2), 0);
+	assert_true(cluster_alive(a->c, 2, 0));
+	assert_false(cluster_reachable(a->c, 2, 0));
+	assert_string_equal(peer_info(0, 2).state, "unreachable");
 	assert_int_equal(peer_info(0, 2).deaths, 1);
-	assert_int_equal(request(0, 2, RAMSTER__PEER__OP__P_GET, 1, NULL, 0, 0, &r2), -EHOSTDOWN);
+	assert_int_equal(request(0, 2, RAMSTER__PEER__OP__P_GET, 1, NULL, 0, 300, &r2), 0);
 	assert_int_equal(cluster_pick(a->c, 0, 0), -ENOSPC);
-	run_for(2 * HB_MS);
-	assert_int_equal(r2.done, 0);
-	assert_int_equal(a->downs[2], 1);
+	assert_true(run_until(r2.done && r.done, 3000));
+	assert_int_equal(r.result, -ETIMEDOUT);
+	assert_int_equal(r2.result, -ETIMEDOUT);
+	assert_int_equal(a->downs[2], 0);
 	assert_int_equal(stat_of(0, "cluster_peer_deaths"), 1);
-	assert_int_equal(stat_of(0, "cluster_requests_failed_dead"), 2);
+	assert_int_equal(stat_of(0, "cluster_peers_unreachable"), 1);
+	assert_int_equal(stat_of(0, "cluster_requests_failed_dead"), 0);
 
-	/* it comes back (same config, new process): up again, epoch stays 1 */
+	/* it comes back as a new process: a restart, the epoch moves */
 	node_start(1);
 	assert_true(run_until(linked(0, 1) && a->ups[2] == 2, 3000));
 	assert_int_equal(cluster_epoch(a->c, 2), 1);
 	assert_int_equal(a->downs[2], 1);
+	assert_string_equal(a->why[2], "restarted");
+	assert_false(cluster_alive(a->c, 2, 0));
+	assert_true(cluster_reachable(a->c, 2, 1));
 	assert_true(a->session[2] == peer_info(0, 2).incarnation + cluster_epoch(b->c, 1));
 	assert_true(b->session[1] == peer_info(1, 1).incarnation + 1);
+	assert_int_equal(stat_of(0, "cluster_peers_unreachable"), 0);
+}
+
+/* Unreachable past orphan_after_ms: the lease expires, the copies are gone. */
+static void test_lease_expiry(void **state)
+{
+	struct tnode *a = &w->nodes[0];
+	struct tres r;
+
+	world_config(2);
+	w->cfg.orphan_after_ms = DEAD_MS + 300;
+	node_start(0);
+	w->cfg.orphan_after_ms = 0;
+	node_start(1);
+	assert_true(run_until(linked(0, 1), 2000));
+	node_stop(1);
+	assert_true(run_until(a->unreach[2], DEAD_MS + 2000));
+	assert_int_equal(request(0, 2, RAMSTER__PEER__OP__P_GET, 1, NULL, 0, 5000, &r), 0);
+	assert_int_equal(a->downs[2], 0);
+	assert_true(run_until(a->downs[2], DEAD_MS + 2000));
+	assert_string_equal(a->why[2], "lease expired");
+	assert_true(now_s() - a->unreach_at[2] >= (DEAD_MS + 300 - 2 * HB_MS) / 1000.0);
+	assert_int_equal(cluster_epoch(a->c, 2), 1);
+	assert_false(cluster_alive(a->c, 2, 0));
+	assert_int_equal(r.done, 1);
+	assert_int_equal(r.result, -EHOSTDOWN);
+	assert_int_equal(stat_of(0, "cluster_leases_expired"), 1);
 }
 
 /* Destroy node idx and start it again at once: its peer sees a new incarnation. */
@@ -1258,6 +1307,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_unauthenticated, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_raw_peer, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_peer_dead, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lease_expiry, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_restart_acceptor, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_restart_dialer, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pick, setup, teardown),
