@@ -107,6 +107,9 @@ bool cluster_alive(struct cluster *c, uint32_t node, unsigned epoch);
  * than dead_after_ms): a request can be answered soon. Any thread. */
 bool cluster_reachable(struct cluster *c, uint32_t node, unsigned epoch);
 
+/* How long node has been silent, ms: 0 while its link is up. Loop only. */
+uint64_t cluster_silent_ms(struct cluster *c, uint32_t node);
+
 /* End an unreachable peer's lease now (as orphan_after_ms would): its copies
  * are gone, on_peer_down("lease expired"). Nothing if it is not unreachable. */
 void cluster_forget(struct cluster *c, uint32_t node);

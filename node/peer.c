@@ -246,6 +246,15 @@ void peer_lease_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	peer_gone(p, "lease expired");
 }
 
+uint64_t cluster_silent_ms(struct cluster *c, uint32_t node)
+{
+	struct cluster_peer *p = c ? cluster_peer(c, node) : NULL;
+
+	if (!p || p->state == PEER_UP || !p->last_rx_ns)
+		return 0;
+	return (clock_now_ns() - p->last_rx_ns) / 1000000u;
+}
+
 void cluster_forget(struct cluster *c, uint32_t node)
 {
 	struct cluster_peer *p = cluster_peer(c, node);

@@ -491,6 +491,7 @@ void remote_foreach_stat(struct remote *r,
 	R(get_hits, "repatriated pages returned");
 	R(get_lost, "persistent remote pages lost (-EIO)");
 	R(get_misses, "ephemeral remote pages missing");
+	R(get_unreachable, "gets that found their holder unreachable past request_timeout_ms (that call failed, the page kept)");
 	R(flushes_sent, "remote flushes sent (page, object, pool)");
 	R(flush_retries, "remote flushes resent after a timeout");
 	fn(arg, "remote_flushes_dropped", atomic_load(&r->flushes_dropped),

@@ -136,6 +136,7 @@ struct rget {
 	unsigned n_order, next;
 	bool by_message;             /* a one-sided read failed: ask the same holder again */
 	unsigned attempt_ms;         /* each asked within this */
+	int failed;                  /* why a holder was passed over (-ETIMEDOUT: unreachable) */
 	void *page;
 	remote_get_fn cb;
 	void *arg;
@@ -197,7 +198,7 @@ struct remote {
 	/* counters: loop only */
 	uint64_t frames_done, frames_partial;
 	uint64_t pages_sent, pages_placed, pages_failed, retries, no_target, stale_flushes;
-	uint64_t gets, get_hits, get_lost, get_misses;
+	uint64_t gets, get_hits, get_lost, get_misses, get_unreachable;
 	uint64_t flushes_sent, flush_retries;
 	atomic_uint_fast64_t flushes_dropped; /* also bumped by flush_queue on any thread */
 	uint64_t served_puts, served_puts_refused, served_checksum_errors, served_gets,

@@ -125,6 +125,7 @@ static void get_ask(struct rget *g)
 	struct remote *r = g->r;
 	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
 	Ramster__Peer__Page pg;
+	unsigned attempt;
 
 	while (g->next < g->n_order) {
 		unsigned slot = g->order[g->next++];
@@ -136,17 +137,32 @@ static void get_ask(struct rget *g)
 				 g->set.rkey[slot], g->set.len, get_read_cb, g) == 0)
 			return;
 		g->by_message = false;
+		attempt = g->attempt_ms;
+		if (!cluster_reachable(r->cl, node, g->set.epoch[slot])) {
+			/* unreachable: wait for it at most request_timeout_ms from the
+			 * start of its silence (a later get of its pages fails at once,
+			 * that call alone: the page is kept for its return) */
+			uint64_t silent = cluster_silent_ms(r->cl, node);
+
+			if (silent >= r->timeout_ms) {
+				r->get_unreachable++;
+				g->failed = -ETIMEDOUT;
+				continue;
+			}
+			if (attempt > r->timeout_ms - silent)
+				attempt = (unsigned)(r->timeout_ms - silent);
+		}
 
 		remote_page_init(&pg, &g->h,
 				 (g->pers ? PAGE_PERSISTENT : 0) | (g->destructive ? PAGE_DELETE : 0),
 				 0);
 		m.op = RAMSTER__PEER__OP__P_GET;
 		m.page = &pg;
-		if (cluster_request(r->cl, node, &m, NULL, 0, g->attempt_ms, get_cb, g) == 0)
+		if (cluster_request(r->cl, node, &m, NULL, 0, attempt, get_cb, g) == 0)
 			return;
 		r->get_fallovers++;
 	}
-	get_finish(g, -EHOSTDOWN, NULL, 0);
+	get_finish(g, g->failed ? g->failed : -EHOSTDOWN, NULL, 0);
 }
 
 void remote_get(struct remote *r, const struct tmem_handle *h, bool pers, bool destructive,
