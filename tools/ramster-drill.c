@@ -33,6 +33,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <math.h>
 
 #include "ramster.h"
 
@@ -926,6 +927,7 @@ struct result {
 	 * table, and what every peer holds for it (pages, bytes charged) */
 	uint64_t mem_remote, mem_records, mem_table, mem_peer_pages, mem_peer_used;
 	uint64_t deaths0, deaths; /* n1's cluster_peer_deaths at the fault and at the end */
+	double clock_h;		  /* clock-step: n1's wall clock offset as it logged n2's stop */
 };
 
 static uint64_t delta(uint64_t now, uint64_t then)
@@ -1157,6 +1159,22 @@ static void restore_wait(const struct result *res)
 
 static ramster *cl_r1; /* n1's connection for the drill's queries */
 
+/*
+ * How far n1's wall clock is from ours, hours, read from the time stamp of
+ * its last log line (NAN if none): the proof that a clock step took.
+ */
+static double n1_clock_offset_h(void)
+{
+	char line[512];
+	struct tm tm = {0};
+
+	node_last_log(1, line, sizeof(line));
+	if (!strptime(line, "%Y-%m-%d %H:%M:%S", &tm))
+		return NAN;
+	tm.tm_isdst = -1;
+	return difftime(mktime(&tm), time(NULL)) / 3600.0;
+}
+
 /* Set n1's wall clock to the real one plus off (libfaketime: "+2h", "-2h", "+0"). */
 static void clock_step(struct result *res, const char *off)
 {
@@ -1239,6 +1257,12 @@ static void fault(struct result *res, ramster *r1)
 		res->dead_ms = wait_peers(r1, watch, "unreachable", true, tk, 120000);
 		note("node n%s declared it unreachable after %.0f ms", rw2 ? "2" : "1",
 		     res->dead_ms);
+		if (o.drill == D_CLOCK) {
+			/* n1 logged that with its wall clock two hours behind */
+			res->clock_h = n1_clock_offset_h();
+			note("n1's log says its wall clock is %+.2f h from the real one",
+			     res->clock_h);
+		}
 		atomic_store(&rw.armed, true);
 		atomic_store(&cl.phase, PH_AFTER);
 	}
@@ -1520,6 +1544,7 @@ static void report(const struct result *res, bool pass, const char *why)
 		       res->nvictims > 1 ? "them" : "it",
 		       o.drill == D_DRAIN		? "it held nothing any more"
 		       : o.replicas > res->nvictims ? "other copies serve"
+						    : drill_pause() ? "unreachable: its pages kept"
 						    : "pages with no other copy are lost");
 	printf("detection floor      %s %.0f ms <= %.0f ms: %s (dead_after %u + 2 x heartbeat %u "
 	       "+ %u slack: %u ms polls, %u ms scheduling)\n",
@@ -1668,6 +1693,9 @@ static bool judge(const struct result *res, char *why, size_t len)
 		break;
 	}
 	/* a clock step is no silence: n1 saw exactly one peer go (n2's stop) */
+	if (o.drill == D_CLOCK && !(res->clock_h < -1.9 && res->clock_h > -2.1))
+		add_why(why, len, "n1's clock was not stepped (its log: %+.2f h): nothing tested",
+			res->clock_h);
 	if (o.drill == D_CLOCK && delta(res->deaths, res->deaths0) != 1)
 		add_why(why, len, "n1 declared %s peers unreachable, expected 1 (n2's stop)",
 			stat_str(b, sizeof(b), delta(res->deaths, res->deaths0)));
