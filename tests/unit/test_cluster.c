@@ -1063,6 +1063,40 @@ static void test_peer_dead(void **state)
 	assert_int_equal(stat_of(0, "cluster_peers_unreachable"), 0);
 }
 
+static void stall_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	usleep(2 * DEAD_MS * 1000); /* one callback holds the loop: every node stalls */
+}
+
+/*
+ * The loop itself stalls (a long callback, a stopped process) for twice
+ * dead_after_ms: the peers' frames wait unread in the sockets. That silence
+ * is ours: no peer may be declared unreachable for it.
+ */
+static void test_loop_stall_is_not_silence(void **state)
+{
+	struct tnode *a = &w->nodes[0], *b = &w->nodes[1];
+	ev_timer stall;
+
+	world_config(2);
+	node_start(0);
+	node_start(1);
+	assert_true(run_until(linked(0, 1), 2000));
+	run_for(3 * HB_MS);
+	ev_timer_init(&stall, stall_cb, 0.001, 0.);
+	ev_timer_start(w->loop, &stall);
+	run_for(2 * DEAD_MS + 4 * HB_MS);
+	run_for(DEAD_MS / 2);
+	assert_int_equal(a->unreach[2] + b->unreach[1], 0);
+	assert_int_equal(a->downs[2] + b->downs[1], 0);
+	assert_true(stat_of(0, "cluster_dead_checks_deferred") +
+			stat_of(1, "cluster_dead_checks_deferred") > 0);
+	assert_true(linked(0, 1));
+	/* and a real silence is still seen */
+	node_stop(1);
+	assert_true(run_until(a->unreach[2], DEAD_MS + 2000));
+}
+
 /* Unreachable past orphan_after_ms: the lease expires, the copies are gone. */
 static void test_lease_expiry(void **state)
 {
@@ -1308,6 +1342,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_raw_peer, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_peer_dead, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lease_expiry, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_loop_stall_is_not_silence, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_restart_acceptor, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_restart_dialer, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pick, setup, teardown),
