@@ -57,13 +57,15 @@
 #define LAT_FACTOR   3	   /* after-detection get p99 may be this times the steady one */
 #define LAT_ALLOW_US 2000  /* ... or this much: a 2-vCPU VM's p99 is noise below it */
 #define HOLD_MS	     3000  /* a pause or partition lasts this long (or 2 x dead_after_ms) */
+#define STALL_GB     4	   /* stall: GiB one WRITE_ZEROES (NO_HOLE) covers */
+#define NBD_PYTHON   "/usr/bin/python3" /* Debian's, with python3-libnbd */
 #define FAKETIME_LIB "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 #define LAT_MIN_GETS 200   /* fewer gets after the detection: their p99 is just their max */
 
 enum drill { D_KILL, D_STOP, D_PARTITION, D_RESTART, D_DRAIN, D_KILL_TWO, D_OWNER_STOP,
-	     D_OWNER_PARTITION, D_CLOCK };
+	     D_OWNER_PARTITION, D_CLOCK, D_STALL };
 static const char *const drill_names[] = {"kill",    "stop",  "partition",
-					  "restart", "drain", "kill-two", "owner-stop", "owner-partition", "clock-step"};
+					  "restart", "drain", "kill-two", "owner-stop", "owner-partition", "clock-step", "stall"};
 
 /* Page sets: tag seeds the contents, so no two sets share a page. */
 enum { SET_A, SET_B, SET_E, SET_SCRATCH, NSETS };
@@ -115,7 +117,7 @@ static struct pset sets[NSETS];
 static bool drill_pause(void)
 {
 	return o.drill == D_STOP || o.drill == D_PARTITION || o.drill == D_OWNER_STOP ||
-	       o.drill == D_OWNER_PARTITION || o.drill == D_CLOCK;
+	       o.drill == D_OWNER_PARTITION || o.drill == D_CLOCK || o.drill == D_STALL;
 }
 
 /* The owner (n1) is the victim. */
@@ -401,7 +403,12 @@ static void write_config(unsigned replicas)
 			"\n[node n%u]\nid = %u\naddress = 192.0.2.%u:%u\nsocket = %s\n"
 			"local_mb = %u\ndonate_mb = %u\n",
 			i, i, i, PORT, sock, i == 1 ? o.local_mb : 64, i == 1 ? 16 : 256);
+		if (o.drill == D_STALL)
+			fprintf(f, "nbd_socket = %s/n%u.nbd\n", run.dir, i);
 	}
+	/* stall: one NBD export, zeroed in one request (one callback of n1's loop) */
+	if (o.drill == D_STALL)
+		fprintf(f, "\n[export stall]\nsize = %uG\n", STALL_GB);
 	if (fclose(f))
 		die("%s: %s", path, strerror(errno));
 }
@@ -928,6 +935,8 @@ struct result {
 	uint64_t mem_remote, mem_records, mem_table, mem_peer_pages, mem_peer_used;
 	uint64_t deaths0, deaths; /* n1's cluster_peer_deaths at the fault and at the end */
 	double clock_h;		  /* clock-step: n1's wall clock offset as it logged n2's stop */
+	int stall_rc;		  /* stall: the NBD client's exit status */
+	char stall_lag[24];	  /* stall: n1's loop_lag_max_us after it */
 };
 
 static uint64_t delta(uint64_t now, uint64_t then)
@@ -1188,6 +1197,27 @@ static void clock_step(struct result *res, const char *off)
 	note("n1's wall clock stepped to real %s", off);
 }
 
+/*
+ * One NBD client zeroes the whole export of n1 with WRITE_ZEROES (NO_HOLE): a
+ * single request that n1 handles in one go on its loop. @return its exit
+ * status (0: done), the time it took in *ms.
+ */
+static int stall_request(double *ms)
+{
+	char cmd[1024];
+	double t = now_ms();
+	int rc;
+
+	snprintf(cmd, sizeof(cmd),
+		 NBD_PYTHON " -c 'import nbd\n"
+		 "h = nbd.NBD(); h.set_export_name(\"stall\"); h.connect_unix(\"%s/n1.nbd\")\n"
+		 "h.zero(%u << 30, 0, nbd.CMD_FLAG_NO_HOLE); h.shutdown()'",
+		 run.dir, STALL_GB);
+	rc = sh("%s", cmd);
+	*ms = now_ms() - t;
+	return rc;
+}
+
 static void fault(struct result *res, ramster *r1)
 {
 	unsigned i;
@@ -1209,6 +1239,33 @@ static void fault(struct result *res, ramster *r1)
 			if (res->victims & (1u << i))
 				kill(run.pid[i], SIGKILL);
 		break;
+	case D_STALL:
+		/* n1's loop busy with one request: no fault to detect, only its end */
+		atomic_store(&cl.pause_writes, false);
+		res->stall_rc = stall_request(&res->hold_ms);
+		note("one %u GiB WRITE_ZEROES took %.0f ms (exit %d); n1's longest loop batch %s us",
+		     STALL_GB, res->hold_ms, res->stall_rc,
+		     stat_str(res->stall_lag, sizeof(res->stall_lag),
+			      node_stat(1, "loop_lag_max_us")));
+		note("n2 declared peers unreachable %llu times; n1 put off %llu dead checks "
+		     "after its own stall, declared %llu",
+		     (unsigned long long)node_stat(2, "cluster_peer_deaths"),
+		     (unsigned long long)node_stat(1, "cluster_dead_checks_deferred"),
+		     (unsigned long long)node_stat(1, "cluster_peer_deaths"));
+		res->detect_ms = res->dead_ms = -1;
+		{
+			unsigned all = 0;
+			double t1 = now_ms(), d;
+
+			for (i = 2; i <= o.nodes; i++)
+				all |= 1u << i;
+			d = wait_peers(r1, all, "up", true, t1, 120000);
+			res->rejoined = d >= 0;
+			res->rejoin_ms = d;
+		}
+		atomic_store(&rw.armed, true);
+		atomic_store(&cl.phase, PH_AFTER);
+		goto after;
 	case D_CLOCK:
 		/* n1's wall clock two hours ahead, then (after 1 s) two hours behind
 		 * the real one: then n2 stops; n1 must see it as on any day */
@@ -1320,6 +1377,7 @@ static void fault(struct result *res, ramster *r1)
 		atomic_store(&rw.armed, true);
 		atomic_store(&cl.phase, PH_AFTER);
 	}
+after:
 	/* a victim that should be back and is not leaves too few peers: no wait */
 	if (o.replicas >= 2 && (!back || res->rejoined)) {
 		restore_wait(res);
@@ -1514,6 +1572,10 @@ static void report(const struct result *res, bool pass, const char *why)
 		printf("gets -EIO            %llu during the drill (expected 0: request_timeout_ms "
 		       "%.0f is above the pause)\n",
 		       (unsigned long long)res->eio_drill, hold_ms() + 3000);
+		if (o.drill == D_STALL)
+			printf("loop stall           one %u GiB WRITE_ZEROES took %.0f ms; n1's "
+			       "loop_lag_max_us %s\n",
+			       STALL_GB, res->hold_ms, res->stall_lag);
 		if (o.drill == D_CLOCK) {
 			char d[24];
 
@@ -1704,7 +1766,10 @@ static bool judge(const struct result *res, char *why, size_t len)
 	if (zero && rlost != NOSTAT && rlost)
 		add_why(why, len, "n1 counted %llu page(s) lost (replica_lost)",
 			(unsigned long long)rlost);
-	if (res->detect_ms < 0)
+	if (o.drill == D_STALL) {
+		if (res->stall_rc)
+			add_why(why, len, "the NBD client failed (exit %d)", res->stall_rc);
+	} else if (res->detect_ms < 0)
 		add_why(why, len, "node n1 never saw the fault");
 	else if (o.drill != D_RESTART && res->dead_ms < 0)
 		add_why(why, len, "node n1 never declared the victim dead");
@@ -1768,6 +1833,11 @@ static int drill_run(void)
 		f = fopen(rc, "w");
 		if (!f || fputs("+0\n", f) < 0 || fclose(f))
 			die("%s: %s", rc, strerror(errno));
+	}
+	if (o.drill == D_STALL && sh(NBD_PYTHON " -c 'import nbd' 2>/dev/null")) {
+		printf("SKIP: %s cannot import nbd (Debian's python3-libnbd): no NBD client\n",
+		       NBD_PYTHON);
+		return EXIT_SKIP;
 	}
 	write_config(o.replicas);
 	net_up();
@@ -1949,7 +2019,8 @@ static void usage(FILE *f)
 		"owner-partition (n1, the owner, is paused or cut off), clock-step (n1's wall\n"
 		"clock jumps 2 h ahead, then 2 h behind, then n2 is paused: needs libfaketime).\n"
 		"Pauses and partitions last 3 s (or 2 x dead_after_ms), far below orphan_after_ms:\n"
-		"they must lose nothing and answer no get -EIO.\n"
+		"they must lose nothing and answer no get -EIO. stall: one NBD WRITE_ZEROES of\n"
+		"4 GiB holds n1's loop (needs python3-libnbd); nothing may be lost either.\n"
 		"\n"
 		"  -d, --drill NAME       the drill to run\n"
 		"  -n, --nodes N          nodes in the collective, 2..%d (default 3; kill-two 5)\n"

@@ -796,6 +796,8 @@ int main(void)
 		NET = getenv("RAMSTER_TEST_NET");
 	if (getenv("RAMSTER_TEST_TRANSPORT") && *getenv("RAMSTER_TEST_TRANSPORT"))
 		TRANSPORT = getenv("RAMSTER_TEST_TRANSPORT");
+	if (getenv("RAMSTER_TEST_FILTER") && *getenv("RAMSTER_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("RAMSTER_TEST_FILTER")); /* e.g. "*kill*" */
 	fprintf(stderr, "collective: transport %s, net %sN, node 1 local_mb %d, slow x%d\n",
 		TRANSPORT, NET, LOCAL_MB, SLOW);
 	return cmocka_run_group_tests_name("collective", tests, NULL, NULL);
