@@ -235,7 +235,8 @@ struct cluster *cluster_create(struct ev_loop *loop, const struct config *cfg,
 		p->backoff_ms = CLUSTER_BACKOFF_MIN_MS;
 		ev_timer_init(&p->redial, peer_redial_cb, 0., 0.);
 		ev_init(&p->dead, peer_dead_cb);
-		ev_set_priority(&p->dead, EV_MAXPRI);
+		/* last in a batch: the frames read in the same loop iteration count */
+		ev_set_priority(&p->dead, EV_MINPRI);
 		ev_init(&p->lease, peer_lease_cb);
 		ev_timer_init(&p->backlog, peer_backlog_cb, CLUSTER_BACKLOG_S, 0.);
 		c->by_id[node->id] = p;

@@ -133,12 +133,24 @@ void peer_publish(struct cluster_peer *p)
  * Did the loop itself stall just now (a long callback, the whole process
  * stopped or descheduled)? Then the peers' frames may sit unread in the
  * socket buffers: their silence is ours. The loop runs at least every
- * heartbeat_ms (the heartbeat timer); an iteration far longer than that, or
- * one still going, is a stall.
+ * heartbeat_ms (the heartbeat timer); an iteration longer than two of them
+ * and half of dead_after_ms, or one still going, is a stall. (The dead timers
+ * run last in a batch, after the frames read in the same iteration; this
+ * covers what those frames cannot: a loop shared by both ends, frames that
+ * are not read yet.)
  */
+static uint64_t peer_stall_ns(const struct cluster *c)
+{
+	uint64_t hb = 2ull * c->heartbeat_ms * 1000000u + 20000000u;
+	uint64_t half = (uint64_t)c->dead_after_ms * 500000u;
+
+	/* a stall long enough to make a peer look silent by itself */
+	return hb > half ? hb : half;
+}
+
 static bool peer_loop_stalled(struct cluster *c, uint64_t now)
 {
-	uint64_t window = 2ull * c->heartbeat_ms * 1000000u + 20000000u;
+	uint64_t window = peer_stall_ns(c);
 
 	if (c->prepare_ns && now - c->prepare_ns > window)
 		return true; /* this very iteration began long ago */
@@ -151,7 +163,7 @@ void cluster_prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 	struct cluster *c = container_of(w, struct cluster, prepare);
 	uint64_t now = clock_now_ns();
 
-	if (c->prepare_ns && now - c->prepare_ns > 2ull * c->heartbeat_ms * 1000000u + 20000000u)
+	if (c->prepare_ns && now - c->prepare_ns > peer_stall_ns(c))
 		c->stall_end_ns = now;
 	c->prepare_ns = now;
 }

@@ -196,7 +196,18 @@ void remote_get(struct remote *r, const struct tmem_handle *h, bool pers, bool d
 	r->gets++;
 	g->n_order = remote_holders_by_rtt(r, &g->set, g->order);
 	/* all of them within the request timeout */
-	g->attempt_ms = g->n_order > 1 ? r->timeout_ms / g->n_order : r->timeout_ms;
+	/* split among the reachable holders: an unreachable one (asked last) gets
+	 * what is left of its own silence's timeout, not a share of theirs */
+	{
+		unsigned k, reach = 0;
+
+		for (k = 0; k < g->n_order; k++)
+			reach += cluster_reachable(r->cl, g->set.node[g->order[k]],
+						   g->set.epoch[g->order[k]]);
+		if (!reach)
+			reach = 1;
+		g->attempt_ms = r->timeout_ms / reach;
+	}
 	if (g->attempt_ms < 20)
 		g->attempt_ms = 20;
 	get_ask(g);

@@ -1198,8 +1198,9 @@ static void clock_step(struct result *res, const char *off)
 }
 
 /*
- * One NBD client zeroes the whole export of n1 with WRITE_ZEROES (NO_HOLE): a
- * single request that n1 handles in one go on its loop. @return its exit
+ * One NBD client zeroes the whole export of n1 with pipelined WRITE_ZEROES
+ * (NO_HOLE) of 2 GiB each (an NBD length is 32 bits): n1 handles each in one
+ * go on its loop. @return its exit
  * status (0: done), the time it took in *ms.
  */
 static int stall_request(double *ms)
@@ -1211,8 +1212,12 @@ static int stall_request(double *ms)
 	snprintf(cmd, sizeof(cmd),
 		 NBD_PYTHON " -c 'import nbd\n"
 		 "h = nbd.NBD(); h.set_export_name(\"stall\"); h.connect_unix(\"%s/n1.nbd\")\n"
-		 "h.zero(%u << 30, 0, nbd.CMD_FLAG_NO_HOLE); h.shutdown()'",
-		 run.dir, STALL_GB);
+		 "G = 1 << 30\n"
+		 "c = [h.aio_zero(2 * G, i * 2 * G, flags=nbd.CMD_FLAG_NO_HOLE) for i in range(%u)]\n"
+		 "while h.aio_in_flight() > 0: h.poll(-1)\n"
+		 "[h.aio_command_completed(x) for x in c]\n"
+		 "h.shutdown()'",
+		 run.dir, STALL_GB / 2);
 	rc = sh("%s", cmd);
 	*ms = now_ms() - t;
 	return rc;
@@ -1243,7 +1248,7 @@ static void fault(struct result *res, ramster *r1)
 		/* n1's loop busy with one request: no fault to detect, only its end */
 		atomic_store(&cl.pause_writes, false);
 		res->stall_rc = stall_request(&res->hold_ms);
-		note("one %u GiB WRITE_ZEROES took %.0f ms (exit %d); n1's longest loop batch %s us",
+		note("%u GiB of pipelined WRITE_ZEROES took %.0f ms (exit %d); n1's longest loop batch %s us",
 		     STALL_GB, res->hold_ms, res->stall_rc,
 		     stat_str(res->stall_lag, sizeof(res->stall_lag),
 			      node_stat(1, "loop_lag_max_us")));
@@ -1573,7 +1578,7 @@ static void report(const struct result *res, bool pass, const char *why)
 		       "%.0f is above the pause)\n",
 		       (unsigned long long)res->eio_drill, hold_ms() + 3000);
 		if (o.drill == D_STALL)
-			printf("loop stall           one %u GiB WRITE_ZEROES took %.0f ms; n1's "
+			printf("loop stall           %u GiB of WRITE_ZEROES took %.0f ms; n1's "
 			       "loop_lag_max_us %s\n",
 			       STALL_GB, res->hold_ms, res->stall_lag);
 		if (o.drill == D_CLOCK) {
