@@ -724,6 +724,19 @@ static int wait_stat(struct coll *c, int i, const char *name, uint64_t want, uns
 	return -ETIMEDOUT;
 }
 
+/* wait_stat for a counter that reaches at least want (a loaded machine may add flaps). */
+static int wait_stat_min(struct coll *c, int i, const char *name, uint64_t want, unsigned ms)
+{
+	uint64_t end = harness_now_ms() + ms;
+
+	do {
+		if (stat_of(c, i, name) >= want)
+			return 0;
+		usleep(20000);
+	} while (harness_now_ms() < end);
+	return -ETIMEDOUT;
+}
+
 /*
  * replicas = 2 on four nodes: every remote persistent page has two copies on
  * two different peers; a peer killed costs nothing, its copies are made again
@@ -751,8 +764,10 @@ static void test_replicas_survive_two_deaths(void **state)
 	assert_int_equal(lost, 0);
 	assert_int_equal(misses, 0);
 	assert_int_equal(hits, BIG);
-	/* gamma declared dead, its copies made again on beta and delta */
-	assert_int_equal(wait_stat(c, 0, "cluster_peer_deaths", 1, 5000 * SLOW), 0);
+	/* gamma declared unreachable, its copies made again on beta and delta (at
+	 * least one: on a loaded machine a live peer may flap unreachable too,
+	 * which since issue 11 costs nothing) */
+	assert_int_equal(wait_stat_min(c, 0, "cluster_peer_deaths", 1, 5000 * SLOW), 0);
 	assert_int_equal(wait_stat(c, 0, "replica_repair_active", 0, 30000 * SLOW), 0);
 	assert_int_equal(stat_of(c, 0, "replica_below_target"), 0);
 	assert_true(stat_of(c, 0, "replica_rereplicated") > 0);
