@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "node/client_int.h"
+#include "node/clock.h"
 #include "node/log.h"
 #include "node/spin.h"
 #include "ramster.h"
@@ -514,7 +515,7 @@ static int client_process(struct client *c)
 	 * takes longer than frame_timeout; a finished frame restarts the clock) */
 	if (c->in_len && c->out_off == c->out_len) {
 		if (!c->partial_since || pos)
-			c->partial_since = ev_now(c->l->env->loop);
+			c->partial_since = clock_now_s(); /* monotonic */
 	} else {
 		c->partial_since = 0;
 	}
@@ -528,7 +529,7 @@ void client_sweep_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	struct client_listener *l =
 	    container_of(w, struct client_listener, sweep);
 	struct client *c, *next;
-	ev_tstamp now = ev_now(loop);
+	ev_tstamp now = clock_now_s();
 
 	for (c = l->clients; c; c = next) {
 		next = c->next;

@@ -48,6 +48,7 @@ struct config_parse {
 	uint32_t seen;		   /* keys of the current section already set */
 	int cluster_line;
 	int secret_line, replicas_line, heartbeat_line, dead_line, timeout_line, high_line, low_line;
+	int orphan_line;
 	int err_line; /* 0: no error yet */
 	char err[CONFIG_ERR_MAX];
 };
@@ -273,6 +274,12 @@ static int cluster_dead_after(struct config_parse *p, const char *key, const cha
 {
 	p->dead_line = p->lineno;
 	return config_u32(p, key, v, 20, 600000, &p->c->dead_after_ms);
+}
+
+static int cluster_orphan_after(struct config_parse *p, const char *key, const char *v)
+{
+	p->orphan_line = p->lineno;
+	return config_u32(p, key, v, 100, 86400000, &p->c->orphan_after_ms);
 }
 
 static int cluster_rereplicate_rate(struct config_parse *p, const char *key, const char *v)
@@ -505,6 +512,7 @@ static const struct config_key cluster_keys[] = {
     {"secret_file", cluster_secret_file},
     {"heartbeat_ms", cluster_heartbeat},
     {"dead_after_ms", cluster_dead_after},
+    {"orphan_after_ms", cluster_orphan_after},
     {"replicas", cluster_replicas},
     {"rereplicate_rate", cluster_rereplicate_rate},
     {"high_watermark", cluster_high_watermark},
@@ -822,6 +830,10 @@ static void config_check(struct config_parse *p)
 			       c->dead_after_ms, c->heartbeat_ms);
 	if (!p->timeout_line)
 		c->request_timeout_ms = c->dead_after_ms;
+	if (c->orphan_after_ms <= c->dead_after_ms)
+		config_fail_at(p, p->orphan_line ? p->orphan_line : p->dead_line,
+			       "orphan_after_ms (%u) must be above dead_after_ms (%u)",
+			       c->orphan_after_ms, c->dead_after_ms);
 	if (c->replicas > 1 && c->replicas + 1 > c->n_nodes)
 		config_fail_at(p, p->replicas_line,
 			       "replicas = %u needs at least %u nodes (the owner and %u peers); "
@@ -846,6 +858,7 @@ void config_defaults(struct config *c)
 	c->remotify_ephemeral = true;
 	c->remotify_persistent = true;
 	c->request_timeout_ms = c->dead_after_ms;
+	c->orphan_after_ms = CONFIG_DEFAULT_ORPHAN_AFTER_MS;
 	c->env.frame_timeout_ms = 30000;
 	c->env.rdma_read = true;
 }

@@ -22,6 +22,7 @@
 #define CONFIG_EXPORTS_MAX 64
 #define CONFIG_ERR_MAX 512
 
+#define CONFIG_DEFAULT_ORPHAN_AFTER_MS 600000 /* docs/operations.md: why ten minutes */
 #define CONFIG_DEFAULT_BUSY_POLL_US 50 /* node/spin.h */
 #define CONFIG_BUSY_POLL_MAX_US	    10000
 
@@ -82,6 +83,7 @@ struct config {
 	bool remotify_ephemeral;        /* default true */
 	bool remotify_persistent;       /* default true */
 	uint32_t request_timeout_ms;    /* a remote request's limit (default dead_after_ms) */
+	uint32_t orphan_after_ms;       /* an unreachable peer's lease (default 600000) */
 	/* compression thresholds in 1/1024ths of a page (0 = default) */
 	uint32_t pers_max_frac, pers_mean_max_frac, pers_mean_limit_frac;
 	/* nodes and exports */

@@ -27,6 +27,7 @@ void counters_foreach(const struct client_env *env, counters_fn fn, void *arg)
 		   "times the loop polled before sleeping (busy_poll_us)");
 		fn(arg, "loop_busy_poll_hits", ss.hits, "... and found work without sleeping");
 		fn(arg, "loop_busy_poll_us", ss.spun_us, "microseconds spent busy polling");
+		spin_foreach_lag(&ss, fn, arg);
 	}
 	if (env->reload)
 		reload_foreach_stat(env->reload, fn, arg);

@@ -222,6 +222,12 @@ static void put_cb(void *arg, int result, const Ramster__Peer__Msg *reply, const
 		job_page_done(job);
 		return;
 	}
+	if (result == -ETIMEDOUT) {
+		/* the holder may have kept it (the reply is what was lost): flush it
+		 * there, now or when it is back, so that no copy leaks */
+		r->unanswered_puts_flushed++;
+		remote_flush_now(r, p->node, RAMSTER__PEER__OP__P_FLUSH, &job->out.p[p->i].h);
+	}
 	p->tried |= 1ull << (p->node - 1);
 	if (p->tries < REMOTIFY_TRIES + p->want - 1) {
 		r->retries++;

@@ -39,6 +39,9 @@
 #define NODES_MAX 4
 #define HEARTBEAT_MS (50 * SLOW)
 #define DEAD_MS (500 * SLOW)
+/* how long a get rides out an unreachable holder (from the start of its
+ * silence): a load stall of this machine must not fail gets */
+#define TIMEOUT_MS (4 * DEAD_MS)
 
 /* Nodes in the collective and copies of a page: 3 and 1 but for the
  * replication tests (setup_replicated). */
@@ -103,8 +106,8 @@ static void write_conf(struct coll *c, int i, const char *cluster, const char *k
 
 	assert_non_null(f);
 	fprintf(f, "[cluster]\nname = %s\nsecret_file = %s\nheartbeat_ms = %d\ndead_after_ms = %d\n"
-		   "replicas = %d\n",
-		cluster, key, HEARTBEAT_MS, DEAD_MS, REPLICAS);
+		   "request_timeout_ms = %d\nreplicas = %d\n",
+		cluster, key, HEARTBEAT_MS, DEAD_MS, TIMEOUT_MS, REPLICAS);
 	for (n = 0; n < NODES; n++)
 		fprintf(f,
 			"\n[node %s]\nid = %d\naddress = %s%d:%d\ntransport = %s\nlocal_mb = %d\n"
@@ -446,10 +449,12 @@ static void test_kill_peer(void **state)
 	assert_int_equal(misses, 0);
 	assert_int_equal(lost, on_gamma);          /* exactly its pages: -EIO */
 	assert_int_equal(hits + lost, BIG);
-	/* printed, not judged: the first get waits for the detection, about
-	 * dead_after_ms; the rest answer at once */
-	printf("read-back after the kill: %llu ms for %llu pages (dead_after_ms %d)\n",
-	       (unsigned long long)took, (unsigned long long)BIG, DEAD_MS);
+	/* issue 11: a silent holder is unreachable, not dead: gets of its pages wait
+	 * for it until request_timeout_ms after its silence began, then fail at
+	 * once (before: until dead_after_ms, when it was declared dead). Printed,
+	 * not judged (no wall-clock pass/fail in make check). */
+	printf("read-back after the kill: %llu ms for %llu pages (request_timeout_ms %d)\n",
+	       (unsigned long long)took, (unsigned long long)BIG, TIMEOUT_MS);
 	assert_true(harness_alive(&c->h[0]) && harness_alive(&c->h[1]));
 	/* get-get: a lost page stays lost */
 	get_all(r, pool, BIG, 4, &hits, &misses, &lost);
@@ -518,6 +523,54 @@ static void test_link_reset_loses_nothing(void **state)
 	assert_int_equal(hits, BIG);
 	assert_int_equal(wait_peers_up(c, 0, 2, 5000 * SLOW), 0);
 	assert_int_equal(ramster_pool_destroy(r, pool), 0);
+	ramster_close(r);
+}
+
+static int wait_stat(struct coll *c, int i, const char *name, uint64_t want, unsigned ms);
+
+/*
+ * A holder stopped past dead_after_ms is unreachable, not dead: nothing is
+ * dropped on either side. What the owner flushes meanwhile is owed to it and
+ * sent when it is back (same incarnation): it then keeps exactly what the
+ * owner still names, and every page reads back.
+ */
+static void test_paused_holder_keeps_pages(void **state)
+{
+	struct coll *c = *state;
+	ramster *r = harness_connect(&c->h[0]);
+	uint64_t hits, misses, lost, on_gamma;
+	int pool = ramster_pool_new(r, RAMSTER_PERSISTENT, NULL);
+	int gone = ramster_pool_new(r, RAMSTER_PERSISTENT, NULL);
+
+	assert_true(pool >= 0 && gone >= 0);
+	put_all(r, pool, BIG / 2, 14);
+	put_all(r, gone, BIG / 2, 15);
+	wait_counts_match(c, 5000 * SLOW);
+	on_gamma = stat_of(c, 2, "foreign_pages");
+	assert_true(on_gamma > 0);
+	assert_int_equal(kill(c->h[2].pid, SIGSTOP), 0);
+	assert_int_equal(wait_stat(c, 0, "cluster_peers_unreachable", 1, 5000 * SLOW), 0);
+	/* meanwhile the owner drops a pool: gamma is owed its flush */
+	assert_int_equal(ramster_pool_destroy(r, gone), 0);
+	usleep(200000);
+	assert_true(stat_of(c, 0, "remote_flushes_logged") > 0);
+	assert_int_equal(stat_of(c, 0, "remote_owner_drops"), 0);
+	assert_int_equal(stat_of(c, 1, "remote_owner_drops"), 0);
+	assert_int_equal(kill(c->h[2].pid, SIGCONT), 0);
+	assert_int_equal(wait_peers_up(c, 0, 2, 5000 * SLOW), 0);
+	assert_int_equal(stat_of(c, 0, "cluster_peer_restarts"), 0);
+	assert_true(stat_of(c, 0, "cluster_peer_returns") >= 1);
+	assert_true(stat_of(c, 0, "remote_flushes_replayed") > 0);
+	/* no leak: gamma holds just what alpha still names; nothing was dropped */
+	wait_counts_match(c, 5000 * SLOW);
+	assert_int_equal(stat_of(c, 2, "remote_owner_drops") + stat_of(c, 2, "remote_orphans_expired"),
+			 0);
+	get_all(r, pool, BIG / 2, 14, &hits, &misses, &lost);
+	assert_int_equal(lost, 0);
+	assert_int_equal(misses, 0);
+	assert_int_equal(hits, BIG / 2);
+	assert_int_equal(ramster_pool_destroy(r, pool), 0);
+	assert_int_equal(wait_counts_match(c, 5000 * SLOW), 0);
 	ramster_close(r);
 }
 
@@ -733,6 +786,19 @@ static int wait_stat(struct coll *c, int i, const char *name, uint64_t want, uns
 	return -ETIMEDOUT;
 }
 
+/* wait_stat for a counter that reaches at least want (a loaded machine may add flaps). */
+static int wait_stat_min(struct coll *c, int i, const char *name, uint64_t want, unsigned ms)
+{
+	uint64_t end = harness_now_ms() + ms;
+
+	do {
+		if (stat_of(c, i, name) >= want)
+			return 0;
+		usleep(20000);
+	} while (harness_now_ms() < end);
+	return -ETIMEDOUT;
+}
+
 /*
  * replicas = 2 on four nodes: every remote persistent page has two copies on
  * two different peers; a peer killed costs nothing, its copies are made again
@@ -760,8 +826,10 @@ static void test_replicas_survive_two_deaths(void **state)
 	assert_int_equal(lost, 0);
 	assert_int_equal(misses, 0);
 	assert_int_equal(hits, BIG);
-	/* gamma declared dead, its copies made again on beta and delta */
-	assert_int_equal(wait_stat(c, 0, "cluster_peer_deaths", 1, 5000 * SLOW), 0);
+	/* gamma declared unreachable, its copies made again on beta and delta (at
+	 * least one: on a loaded machine a live peer may flap unreachable too,
+	 * which since issue 11 costs nothing) */
+	assert_int_equal(wait_stat_min(c, 0, "cluster_peer_deaths", 1, 5000 * SLOW), 0);
 	assert_int_equal(wait_stat(c, 0, "replica_repair_active", 0, 30000 * SLOW), 0);
 	assert_int_equal(stat_of(c, 0, "replica_below_target"), 0);
 	assert_true(stat_of(c, 0, "replica_rereplicated") > 0);
@@ -844,6 +912,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_kill_peer, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kill_peer_mid_transfer, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_link_reset_loses_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_paused_holder_keeps_pages, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ping, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wrong_secret_and_cluster, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_peer_frames, setup, teardown),

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test_drills.sh - the failover drills (tools/ramster-drill.c) on collectives
-# in network namespaces. Every case must exit 0: never a wrong byte; with
-# replicas = 1 exactly the victim's pages lost; with more replicas than
+# in network namespaces. Every case must exit 0: never a wrong byte; a pause
+# or partition of a holder or of the owner (3 s, far below orphan_after_ms),
+# and a wall-clock step of 2 h either way, lose nothing and answer no get
+# -EIO; with replicas = 1 a kill or restart loses exactly the victim's pages; with more replicas than
 # victims no persistent page lost, no get answering -EIO, the replica count
 # restored where enough peers live; a drained node killed loses nothing.
 # A drill exiting 77 (e.g. no drain in this build) counts as skipped; the
@@ -44,6 +46,12 @@ cases=(
 	"stop-r2|--drill stop --replicas 2 --nodes 3"
 	"drain|--drill drain --nodes 3"
 	"kill-two|--drill kill-two --replicas 3 --nodes 5"
+	# the owner paused or cut off; n1's wall clock stepped (skips without libfaketime)
+	"owner-stop|--drill owner-stop --nodes 3"
+	"owner-partition|--drill owner-partition --nodes 3"
+	"clock-step|--drill clock-step --nodes 3"
+	# n1's loop held by one 4 GiB NBD WRITE_ZEROES (skips without python3-libnbd)
+	"stall|--drill stall --nodes 3"
 )
 
 finish() {

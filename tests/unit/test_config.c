@@ -229,6 +229,23 @@ static void test_request_timeout_explicit(void **state)
 	assert_int_equal(cfg.request_timeout_ms, 250);
 }
 
+/* orphan_after_ms: the lease of an unreachable peer, ten minutes unless set, above dead_after_ms. */
+static void test_orphan_after(void **state)
+{
+	assert_int_equal(load("[cluster]\n[node a]\nid = 1\naddress = h:1\n"), 0);
+	assert_int_equal(cfg.orphan_after_ms, 600000);
+	teardown(NULL);
+	assert_int_equal(load("[cluster]\norphan_after_ms = 90000\n[node a]\nid = 1\n"
+			      "address = h:1\n"),
+			 0);
+	assert_int_equal(cfg.orphan_after_ms, 90000);
+	teardown(NULL);
+	expect_error("[cluster]\ndead_after_ms = 2000\norphan_after_ms = 2000\n", 3,
+		     "orphan_after_ms (2000) must be above dead_after_ms (2000)");
+	teardown(NULL);
+	expect_error("[cluster]\norphan_after_ms = 50\n", 2, "orphan_after_ms");
+}
+
 /* A cluster of one needs no secret: nobody to talk to. */
 static void test_cluster_one_node_no_secret(void **state)
 {
@@ -618,6 +635,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_single_node_full, teardown),
 	    cmocka_unit_test_teardown(test_cluster_full, teardown),
 	    cmocka_unit_test_teardown(test_request_timeout_explicit, teardown),
+	    cmocka_unit_test_teardown(test_orphan_after, teardown),
 	    cmocka_unit_test_teardown(test_cluster_one_node_no_secret, teardown),
 	    cmocka_unit_test_teardown(test_two_nodes_no_cluster, teardown),
 	    cmocka_unit_test_teardown(test_secret_relative_to_config, teardown),

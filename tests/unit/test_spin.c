@@ -180,6 +180,52 @@ static void test_timers_fire_while_polling(void **state)
 	ev_loop_destroy(loop);
 }
 
+static void on_slow(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct tick *k = w->data;
+
+	(void)loop;
+	(void)revents;
+	if (++k->fired == 3) {
+		usleep(30000); /* one callback holds the loop 30 ms */
+		spin_break(k->s);
+	}
+}
+
+static void lag_stat(void *arg, const char *name, uint64_t value, const char *help)
+{
+	struct spin_stats *st = arg;
+
+	(void)help;
+	if (!strcmp(name, "loop_lag_lt_100ms"))
+		st->hits = value; /* borrowed field: the bucket's count */
+}
+
+/* The loop's lag: the longest batch, its recent max and its histogram bucket. */
+static void test_loop_lag(void **state)
+{
+	struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+	struct tick k = {0};
+	struct spin_stats st, got = {0};
+
+	(void)state;
+	k.s = spin_create(loop, 0);
+	ev_timer_init(&k.t, on_slow, 0.001, 0.001);
+	k.t.data = &k;
+	ev_timer_start(loop, &k.t);
+	spin_run(k.s);
+	spin_get_stats(k.s, &st);
+	assert_true(st.lag_max_us >= 30000 && st.lag_max_us < 2000000);
+	assert_int_equal(st.lag_recent_max_us, st.lag_max_us);
+	assert_true(st.batches >= 3);
+	assert_int_equal(st.lag_hist[2], 1); /* 10..100 ms */
+	spin_foreach_lag(&st, lag_stat, &got);
+	assert_int_equal(got.hits, 1);
+	ev_timer_stop(loop, &k.t);
+	spin_destroy(k.s);
+	ev_loop_destroy(loop);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -187,6 +233,7 @@ int main(void)
 	    cmocka_unit_test(test_slow_peer_sleeps),
 	    cmocka_unit_test(test_zero_budget_never_polls),
 	    cmocka_unit_test(test_timers_fire_while_polling),
+	    cmocka_unit_test(test_loop_lag),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
