@@ -69,6 +69,7 @@ void nbd_close(struct nbd_conn *c, const char *why)
 	log_debug("nbd connection %llu closed: %s", (unsigned long long)c->id, why);
 	if (e && e->flusher == c)
 		nbd_flush_release(e); /* may run another connection's FLUSH */
+	nbd_yield_cancel(c);
 	if (c->pending) {
 		c->closed = true; /* the last remote get frees it */
 		return;
@@ -332,8 +333,8 @@ void nbd_foreach_stat(const struct nbd *n,
 		      void (*fn)(void *arg, const char *name, uint64_t value, const char *help),
 		      void *arg)
 {
-	static const char *const cmd[NBD_CMDS] = {"read", "write", "disc",	   "flush",
-						  "trim", "cache", "write_zeroes"};
+	static const char *const cmd[NBD_CMDS] = {"read", "write",	  "disc",	 "flush",
+						  "trim", "cache", "write_zeroes", "block_status"};
 	const struct nbd_stats *s = &n->st;
 	char name[64];
 	unsigned i;
@@ -361,6 +362,10 @@ void nbd_foreach_stat(const struct nbd *n,
 	fn(arg, "nbd_put_refused", s->put_refused, "pages the tier refused");
 	fn(arg, "nbd_refused_lost", s->refused_lost,
 	   "refused pages without a backing file (write failed)");
+	fn(arg, "nbd_nospace", s->nospace,
+	   "page writes failed ENOSPC (tier, collective and backing file full)");
+	fn(arg, "nbd_nospace_episodes", s->nospace_episodes,
+	   "times an export became full (each logged once)");
 	fn(arg, "nbd_backing_writes", s->backing_writes, "refused pages written to backing files");
 	fn(arg, "nbd_backing_reads", s->backing_reads, "pages read from backing files");
 	fn(arg, "nbd_backing_errors", s->backing_errors, "backing file I/O errors");
@@ -371,5 +376,12 @@ void nbd_foreach_stat(const struct nbd *n,
 	fn(arg, "nbd_flush_pages", s->flush_pages, "pages written behind by FLUSH and FUA");
 	fn(arg, "nbd_flush_waits", s->flush_waits, "FLUSHes that waited for another one");
 	fn(arg, "nbd_syncs", s->syncs, "fdatasync calls on backing files");
+	fn(arg, "nbd_yields", s->yields,
+	   "slices after which a long request let other connections run");
+	fn(arg, "nbd_sync_failures", s->sync_failures,
+	   "failed fdatasyncs (that FLUSH/FUA failed; the data is written again)");
+	fn(arg, "nbd_sync_waits", s->sync_waits, "syncs that waited for another of their export");
+	fn(arg, "nbd_sync_lost", s->sync_lost,
+	   "blocks a failed sync lost (FLUSH fails until they are written again)");
 }
 

@@ -1,13 +1,16 @@
 /*
  * nbd.h - the node's NBD frontend: the configured exports served over the
- * NBD protocol (fixed newstyle handshake, simple replies) on a Unix socket
- * and optionally TCP, on the event loop's thread.
+ * NBD protocol (fixed newstyle handshake, simple or structured replies,
+ * base:allocation block status) on a Unix socket and optionally TCP, on the
+ * event loop's thread (backing-file syncs on a worker).
  *
- * Each export is a persistent tmem pool of its own: block N (4096 bytes) is
- * page N & 0xfffff of object {export number, N >> 20, 0}. Blocks never written
- * read as zeros. Pages the tier refuses go to the export's backing file when
- * it has one (else the write fails with an error reply); FLUSH and FUA write
- * what tmem holds behind to that file, so a restart loses nothing flushed.
+ * Each export is a persistent keep-all tmem pool of its own (incompressible
+ * blocks kept raw): block N (4096 bytes) is page N & 0xfffff of object
+ * {export number, N >> 20, 0}. Blocks never written read as zeros. Pages the
+ * tier refuses (full) go to the export's backing file when it has one, else
+ * the write fails with ENOSPC; FLUSH and FUA write what tmem holds behind to
+ * that file and answer success only after a good fdatasync, so a restart
+ * loses nothing flushed.
  */
 #ifndef RAMSTER_NODE_NBD_H
 #define RAMSTER_NODE_NBD_H

@@ -8,6 +8,13 @@
  * FLUSH clears dirty bits as it fetches, and writes a fetched page only if
  * neither bit was set again meanwhile (a newer write wins); one FLUSH runs
  * on an export at a time.
+ *
+ * Honest syncs: unsynced set = the file was written there (pwrite, punched
+ * hole) since the last good fdatasync. A good sync clears it; a failed one
+ * (nbd_sync) turns it into dirty where tmem still has the data (or the block
+ * reads as zeros), so the next FLUSH writes it again, and into lost where the
+ * file alone had it: every FLUSH and FUA fails while a block is lost, until
+ * the client writes or trims that block again.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -141,6 +150,158 @@ int nbd_slots_reserve(struct nbd_conn *c, size_t pages)
 	return 0;
 }
 
+/* The file was written at block b: not durable before the next good sync. */
+static void nbd_unsynced(struct nbd_export *e, uint64_t b)
+{
+	bit_set(e->unsynced, b);
+}
+
+/* Block b is written again (or dropped): no longer lost. */
+static void nbd_found(struct nbd_export *e, uint64_t b)
+{
+	if (e->lost && bit_test(e->lost, b)) {
+		bit_clear(e->lost, b);
+		e->lost_blocks--;
+	}
+}
+
+/*
+ * Settle the blocks of a finished sync (e->syncing): written for good, or,
+ * when it failed (err), to be written again from RAM (dirty) or lost.
+ * @return 0, or -EIO when it failed or blocks are lost.
+ */
+static int nbd_sync_settle(struct nbd_export *e, int err)
+{
+	struct nbd *n = e->srv;
+	size_t words = (size_t)((e->blocks + 63) / 64);
+	uint64_t b, again = 0, lost = 0;
+
+	if (!err) {
+		memset(e->syncing, 0, words * sizeof(*e->syncing));
+		if (e->sync_failed) {
+			e->sync_failed = false;
+			if (!e->lost_blocks)
+				log_notice("export %s: backing %s synced again", e->name, e->backing);
+		}
+		return e->lost_blocks ? -EIO : 0;
+	}
+	n->st.backing_errors++;
+	n->st.sync_failures++;
+	for (b = bit_next(e->syncing, 0, e->blocks); b < e->blocks;
+	     b = bit_next(e->syncing, b + 1, e->blocks)) {
+		if (!bit_test(e->in_backing, b)) {
+			bit_set(e->dirty, b);
+			again++;
+		} else if (!bit_test(e->unsynced, b) && !bit_test(e->lost, b)) {
+			/* the file alone had it, and it was not written again since */
+			bit_set(e->lost, b);
+			e->lost_blocks++;
+			lost++;
+		}
+	}
+	memset(e->syncing, 0, words * sizeof(*e->syncing));
+	n->st.sync_lost += lost;
+	if (!e->sync_failed || lost) /* once per episode, and whenever data is lost */
+		log_warn("export %s: fdatasync of %s failed: %s (%llu blocks to write again from "
+			 "RAM, %llu lost until written again)",
+			 e->name, e->backing, strerror(-err), (unsigned long long)again,
+			 (unsigned long long)lost);
+	e->sync_failed = true;
+	return -EIO;
+}
+
+/* Start the sync of what was written so far, for c. */
+static void nbd_sync_begin(struct nbd_export *e, struct nbd_conn *c)
+{
+	uint64_t *t = e->syncing;
+
+	e->syncing = e->unsynced; /* this sync covers these; later writes start afresh */
+	e->unsynced = t;
+	e->sync_conn = c;
+	e->sync_job.fd = e->fd;
+	e->sync_job.result = 0;
+	e->srv->st.syncs++;
+	nbd_io_submit(e->srv, &e->sync_job);
+}
+
+/* Hand a finished sync's result to c (its hold on pending dropped). */
+static void nbd_sync_deliver(struct nbd_conn *c, int rc)
+{
+	c->sync_result = rc;
+	c->pending--;
+	if (c->closed) {
+		if (!c->pending)
+			nbd_conn_free(c);
+		return;
+	}
+	if (c->sync_cont(c) == 0) {
+		c->busy = false;
+		nbd_process(c);
+	}
+}
+
+static void nbd_sync_done(struct nbd_job *j)
+{
+	struct nbd_export *e = j->e;
+	struct nbd_conn *c = e->sync_conn, *w;
+	int rc = nbd_sync_settle(e, j->result);
+
+	e->sync_conn = NULL;
+	/* the next live waiter's sync starts before c's reply may queue another */
+	while ((w = e->sync_q)) {
+		e->sync_q = w->sync_next;
+		if (!e->sync_q)
+			e->sync_tail = &e->sync_q;
+		if (!w->closed) {
+			nbd_sync_begin(e, w);
+			break;
+		}
+		if (!--w->pending)
+			nbd_conn_free(w);
+	}
+	nbd_sync_deliver(c, rc);
+}
+
+int nbd_sync_start(struct nbd_conn *c, int (*cont)(struct nbd_conn *c))
+{
+	struct nbd_export *e = c->exp;
+
+	c->sync_cont = cont;
+	c->sync_result = 0;
+	c->pending++; /* held while it waits or runs: a close defers the free */
+	if (e->sync_conn) {
+		c->srv->st.sync_waits++;
+		c->sync_next = NULL;
+		*e->sync_tail = c;
+		e->sync_tail = &c->sync_next;
+		return 1;
+	}
+	nbd_sync_begin(e, c);
+	return 1;
+}
+
+/*
+ * A write failed for want of room everywhere it could go: counted per write,
+ * logged once per episode (until a write is kept again).
+ */
+static void nbd_full(struct nbd_export *e, const char *why)
+{
+	e->srv->st.nospace++;
+	if (e->full)
+		return;
+	e->full = true;
+	e->srv->st.nospace_episodes++;
+	log_warn("export %s: %s: writes fail with ENOSPC until room is made", e->name, why);
+}
+
+static void nbd_room_again(struct nbd_export *e)
+{
+	if (!e->full)
+		return;
+	e->full = false;
+	log_notice("export %s: writes are kept again", e->name);
+}
+
 /*
  * The tier's answer rc to the put of page as block b: a refused page goes to
  * the backing file, or fails. @return 0 stored, or -errno.
@@ -154,8 +315,11 @@ int nbd_stored(struct nbd_conn *c, uint64_t b, const uint8_t *page, int rc)
 	if (!rc) {
 		bit_set(e->present, b);
 		nbd_backing_drop(e, b);
-		if (e->dirty)
+		if (e->dirty) {
 			bit_set(e->dirty, b);
+			nbd_found(e, b);
+		}
+		nbd_room_again(e);
 		return 0;
 	}
 	bit_clear(e->present, b); /* a refused duplicate put flushed the old page */
@@ -164,15 +328,25 @@ int nbd_stored(struct nbd_conn *c, uint64_t b, const uint8_t *page, int rc)
 	n->st.put_refused++;
 	if (e->fd < 0) {
 		n->st.refused_lost++;
-		return rc == -ENOSPC ? -ENOSPC : -EIO;
+		if (rc != -ENOSPC)
+			return -EIO;
+		nbd_full(e, "the tier and the collective are full");
+		return -ENOSPC;
 	}
 	do
 		k = pwrite(e->fd, page, NBD_PAGE, (off_t)(b * NBD_PAGE));
 	while (k < 0 && errno == EINTR);
 	if (k != (ssize_t)NBD_PAGE) {
 		n->st.backing_errors++;
+		if (k < 0 && (errno == ENOSPC || errno == EDQUOT)) {
+			nbd_full(e, "the tier, the collective and the backing file are full");
+			return -ENOSPC;
+		}
 		return -EIO;
 	}
+	nbd_room_again(e);
+	nbd_unsynced(e, b);
+	nbd_found(e, b);
 	n->st.backing_writes++;
 	if (!bit_test(e->in_backing, b)) {
 		bit_set(e->in_backing, b);
@@ -213,8 +387,10 @@ void nbd_discard(struct nbd_export *e, uint64_t b)
 		bit_clear(e->present, b);
 	}
 	nbd_backing_drop(e, b);
-	if (e->dirty) /* the file still has the old bytes: the next FLUSH zeroes them */
+	if (e->dirty) { /* the file still has the old bytes: the next FLUSH zeroes them */
 		bit_set(e->dirty, b);
+		nbd_found(e, b);
+	}
 }
 
 static int nbd_pwrite_page(struct nbd_export *e, uint64_t b, const uint8_t *page)
@@ -243,14 +419,16 @@ void nbd_discard_backing(struct nbd_export *e, uint64_t fb, uint64_t lb)
 	uint64_t b;
 
 	for (b = fb; b <= lb; b++) {
-		if (punched)
+		if (punched) {
 			bit_clear(e->dirty, b);
-		else
+			nbd_unsynced(e, b);
+		} else {
 			bit_set(e->dirty, b);
+		}
 	}
 }
 
-/* Write behind the pages of this request to the backing file and sync (FUA). */
+/* Write behind the pages of this request to the backing file (FUA; nbd_sync_start follows). */
 int nbd_write_fua(struct nbd_conn *c, uint64_t first, uint64_t last)
 {
 	struct nbd_export *e = c->exp;
@@ -267,14 +445,10 @@ int nbd_write_fua(struct nbd_conn *c, uint64_t first, uint64_t last)
 			continue; /* punched */
 		if (nbd_pwrite_page(e, b, page))
 			return -EIO;
+		nbd_unsynced(e, b);
 		n->st.flush_pages++;
 		if (!e->flusher) /* a running FLUSH needs the bit to skip its stale copy */
 			bit_clear(e->dirty, b);
-	}
-	n->st.syncs++;
-	if (fdatasync(e->fd)) {
-		n->st.backing_errors++;
-		return -EIO;
 	}
 	return 0;
 }
@@ -323,6 +497,7 @@ static void nbd_flush_write(struct nbd_conn *c)
 				k = pwrite(e->fd, s->page, NBD_PAGE, (off_t)(s->block * NBD_PAGE));
 			while (k < 0 && errno == EINTR);
 			if (k == (ssize_t)NBD_PAGE) {
+				nbd_unsynced(e, s->block);
 				n->st.flush_pages++;
 				continue;
 			}
@@ -332,6 +507,21 @@ static void nbd_flush_write(struct nbd_conn *c)
 		if (!c->err)
 			c->err = -EIO;
 	}
+}
+
+static int nbd_flush_answer(struct nbd_conn *c)
+{
+	if (nbd_reply(c, c->req.cookie, c->err))
+		return CONN_CLOSED; /* closed: that released the export's FLUSH */
+	nbd_flush_release(c->exp);
+	return 0;
+}
+
+static int nbd_flush_synced(struct nbd_conn *c)
+{
+	if (c->sync_result && !c->err)
+		c->err = c->sync_result;
+	return nbd_flush_answer(c);
 }
 
 static int nbd_flush_cont(struct nbd_conn *c)
@@ -345,6 +535,7 @@ int nbd_flush_run(struct nbd_conn *c)
 {
 	struct nbd_export *e = c->exp;
 	struct nbd *n = c->srv;
+	unsigned batches = 0;
 	uint64_t b;
 	int rc;
 
@@ -356,6 +547,8 @@ int nbd_flush_run(struct nbd_conn *c)
 		}
 	}
 	while (c->cursor < e->blocks) {
+		if (batches++ == NBD_SLICE_PAGES / NBD_FLUSH_BATCH)
+			return nbd_yield(c, nbd_flush_run, 0);
 		c->n_slots = 0;
 		c->pending = 1;
 		while (c->n_slots < NBD_FLUSH_BATCH) {
@@ -381,16 +574,9 @@ int nbd_flush_run(struct nbd_conn *c)
 		}
 		nbd_flush_write(c);
 	}
-	n->st.syncs++;
-	if (fdatasync(e->fd) && !c->err) {
-		n->st.backing_errors++;
-		c->err = -EIO;
-	}
+	return nbd_sync_start(c, nbd_flush_synced);
 done:
-	if (nbd_reply(c, c->req.cookie, c->err))
-		return CONN_CLOSED; /* closed: that released the export's FLUSH */
-	nbd_flush_release(e);
-	return 0;
+	return nbd_flush_answer(c);
 }
 
 int nbd_do_flush(struct nbd_conn *c)
@@ -431,29 +617,49 @@ static uint64_t *nbd_bitmap(uint64_t blocks, bool ones)
 	return m;
 }
 
-/* Open the backing file: an existing one holds every block until written again. */
+/*
+ * Open the backing file: an existing one holds every block until written
+ * again. Never through a symlink (O_NOFOLLOW: a link planted where the file
+ * is expected is refused, not followed and truncated), and only a regular
+ * file (sized to the export) or a block device (at least the export's size).
+ */
 static int nbd_export_backing(struct nbd_export *e, char *err, size_t errlen)
 {
 	struct stat st;
+	uint64_t dev_size = 0;
 	bool existed;
 	int ee;
 
-	e->fd = open(e->backing, O_RDWR | O_CLOEXEC);
+	e->fd = open(e->backing, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
 	existed = e->fd >= 0;
 	if (!existed && errno == ENOENT)
-		e->fd = open(e->backing, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		e->fd = open(e->backing, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (e->fd < 0 && errno == ELOOP) {
+		snprintf(err, errlen, "export %s: backing %s is a symlink (refused)", e->name,
+			 e->backing);
+		return -ELOOP;
+	}
 	if (e->fd < 0 || fstat(e->fd, &st)) {
 		ee = errno;
 		snprintf(err, errlen, "export %s: cannot open backing %s: %s", e->name, e->backing,
 			 strerror(ee));
 		return -ee;
 	}
-	if (!S_ISREG(st.st_mode)) {
-		snprintf(err, errlen, "export %s: backing %s is not a regular file", e->name,
-			 e->backing);
+	/* O_NONBLOCK only kept a FIFO from blocking the open: files ignore it, drop it */
+	(void)fcntl(e->fd, F_SETFL, fcntl(e->fd, F_GETFL) & ~O_NONBLOCK);
+	if (S_ISBLK(st.st_mode)) {
+		if (ioctl(e->fd, BLKGETSIZE64, &dev_size) || dev_size < e->size) {
+			snprintf(err, errlen,
+				 "export %s: backing device %s has %llu bytes, fewer than the export's %llu",
+				 e->name, e->backing, (unsigned long long)dev_size,
+				 (unsigned long long)e->size);
+			return -EINVAL;
+		}
+	} else if (!S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "export %s: backing %s is not a regular file or block device",
+			 e->name, e->backing);
 		return -EINVAL;
-	}
-	if ((uint64_t)st.st_size != e->size) {
+	} else if ((uint64_t)st.st_size != e->size) {
 		if (existed)
 			log_warn("export %s: backing %s has %llu bytes, resized to %llu", e->name,
 				 e->backing, (unsigned long long)st.st_size,
@@ -467,9 +673,18 @@ static int nbd_export_backing(struct nbd_export *e, char *err, size_t errlen)
 	}
 	e->in_backing = nbd_bitmap(e->blocks, existed);
 	e->dirty = nbd_bitmap(e->blocks, false);
-	if (!e->in_backing || !e->dirty) {
+	e->unsynced = nbd_bitmap(e->blocks, false);
+	e->syncing = nbd_bitmap(e->blocks, false);
+	e->lost = nbd_bitmap(e->blocks, false);
+	if (!e->in_backing || !e->dirty || !e->unsynced || !e->syncing || !e->lost) {
 		snprintf(err, errlen, "export %s: out of memory", e->name);
 		return -ENOMEM;
+	}
+	ee = nbd_io_start(e->srv);
+	if (ee) {
+		snprintf(err, errlen, "export %s: cannot start the backing I/O thread: %s",
+			 e->name, strerror(-ee));
+		return ee;
 	}
 	e->backing_pages = existed ? e->blocks : 0;
 	log_info("export %s: backing %s (%s)", e->name, e->backing,
@@ -486,11 +701,14 @@ int nbd_export_init(struct nbd *n, struct nbd_export *e, unsigned number,
 	e->number = number;
 	e->fd = -1;
 	e->flush_tail = &e->flush_q;
+	e->sync_tail = &e->sync_q;
+	e->sync_job.e = e;
+	e->sync_job.done = nbd_sync_done;
 	snprintf(e->name, sizeof(e->name), "%s", ce->name);
 	snprintf(e->backing, sizeof(e->backing), "%s", ce->backing);
 	e->size = ce->size;
 	e->blocks = ce->size / NBD_PAGE;
-	pool = store_pool_new(n->store, TMEM_PERSISTENT);
+	pool = store_pool_new(n->store, TMEM_PERSISTENT | TMEM_KEEP_ALL);
 	if (pool < 0) {
 		snprintf(err, errlen, "export %s: cannot create its pool: %s", e->name,
 			 strerror(-pool));
@@ -510,6 +728,7 @@ int nbd_export_init(struct nbd *n, struct nbd_export *e, unsigned number,
 
 void nbd_export_fini(struct nbd *n, struct nbd_export *e)
 {
+	nbd_io_stop(n); /* no sync runs on a file about to be closed (first export: all) */
 	if (e->has_pool)
 		(void)store_pool_destroy(n->store, e->pool);
 	if (e->fd >= 0)
@@ -517,5 +736,8 @@ void nbd_export_fini(struct nbd *n, struct nbd_export *e)
 	free(e->present);
 	free(e->in_backing);
 	free(e->dirty);
+	free(e->unsynced);
+	free(e->syncing);
+	free(e->lost);
 }
 

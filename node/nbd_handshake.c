@@ -1,7 +1,8 @@
 /*
  * nbd_handshake.c - the fixed newstyle handshake (the NBD project's
- * doc/proto.md): the greeting, options (EXPORT_NAME, LIST, INFO, GO, ABORT;
- * others refused), and the choice of an export.
+ * doc/proto.md): the greeting, options (EXPORT_NAME, LIST, INFO, GO, ABORT,
+ * STRUCTURED_REPLY, LIST/SET_META_CONTEXT with base:allocation; others
+ * refused), and the choice of an export.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -60,6 +61,7 @@ static void nbd_attach(struct nbd_conn *c, struct nbd_export *e)
 {
 	c->exp = e;
 	c->transmit = true;
+	c->meta_alloc = c->structured && c->meta == e;
 	e->clients++;
 	log_debug("nbd connection %llu: export %s", (unsigned long long)c->id, e->name);
 }
@@ -112,6 +114,65 @@ static int nbd_opt_info(struct nbd_conn *c, uint32_t opt, const uint8_t *d, uint
 	if (opt == NBD_OPT_GO)
 		nbd_attach(c, e);
 	return 0;
+}
+
+/*
+ * NBD_OPT_LIST_META_CONTEXT and NBD_OPT_SET_META_CONTEXT: the one context
+ * is base:allocation (holes and data, from the export's bitmaps). A LIST
+ * with no queries, or the query "base:", names it; SET picks it for the
+ * export named (valid only if that export is the one then chosen).
+ * @return 0, or CONN_CLOSED.
+ */
+static int nbd_opt_meta(struct nbd_conn *c, uint32_t opt, const uint8_t *d, uint32_t len)
+{
+	static const char ctx[] = NBD_META_ALLOCATION;
+	uint8_t rep[4 + sizeof(ctx)];
+	struct nbd_export *e;
+	uint32_t nlen, nq, i, off, qlen;
+	bool found = false;
+
+	if (!c->structured)
+		return nbd_opt_error(c, opt, NBD_REP_ERR_INVALID, "structured replies first");
+	if (len < 8)
+		return nbd_opt_error(c, opt, NBD_REP_ERR_INVALID, "option data too short");
+	nlen = nbd_get32(d);
+	if (nlen > len - 8)
+		return nbd_opt_error(c, opt, NBD_REP_ERR_INVALID, "name length past the option");
+	nq = nbd_get32(d + 4 + nlen);
+	off = 8 + nlen;
+	for (i = 0; i < nq; i++) { /* check the whole list before answering */
+		if (len - off < 4 || nbd_get32(d + off) > len - off - 4)
+			return nbd_opt_error(c, opt, NBD_REP_ERR_INVALID, "query past the option");
+		off += 4 + nbd_get32(d + off);
+	}
+	if (off != len)
+		return nbd_opt_error(c, opt, NBD_REP_ERR_INVALID, "option length mismatch");
+	e = nbd_find(c->srv, d + 4, nlen);
+	if (!e)
+		return nbd_opt_error(c, opt, NBD_REP_ERR_UNKNOWN, "no such export");
+	off = 8 + nlen;
+	for (i = 0; i < nq; i++) {
+		const char *q = (const char *)d + off + 4;
+
+		qlen = nbd_get32(d + off);
+		off += 4 + qlen;
+		if ((qlen == sizeof(ctx) - 1 && !memcmp(q, ctx, qlen)) ||
+		    (opt == NBD_OPT_LIST_META_CONTEXT && qlen == 5 && !memcmp(q, "base:", 5)))
+			found = true;
+	}
+	if (opt == NBD_OPT_LIST_META_CONTEXT && nq == 0)
+		found = true;
+	if (opt == NBD_OPT_SET_META_CONTEXT) {
+		c->meta = found ? e : NULL;
+		c->meta_alloc = false;
+	}
+	if (found) {
+		nbd_be32(rep, NBD_META_ALLOCATION_ID);
+		memcpy(rep + 4, ctx, sizeof(ctx) - 1);
+		if (nbd_opt_reply(c, opt, NBD_REP_META_CONTEXT, rep, 4 + sizeof(ctx) - 1))
+			return CONN_CLOSED;
+	}
+	return nbd_opt_reply(c, opt, NBD_REP_ACK, NULL, 0);
 }
 
 static int nbd_opt_list(struct nbd_conn *c, uint32_t len)
@@ -194,7 +255,13 @@ int nbd_negotiate(struct nbd_conn *c)
 	case NBD_OPT_GO:
 		return nbd_opt_info(c, opt, p, len) ? -1 : 1;
 	case NBD_OPT_STRUCTURED_REPLY:
-		return nbd_opt_error(c, opt, NBD_REP_ERR_UNSUP, "simple replies only") ? -1 : 1;
+		if (len)
+			return nbd_opt_error(c, opt, NBD_REP_ERR_INVALID, "takes no data") ? -1 : 1;
+		c->structured = true;
+		return nbd_opt_reply(c, opt, NBD_REP_ACK, NULL, 0) ? -1 : 1;
+	case NBD_OPT_LIST_META_CONTEXT:
+	case NBD_OPT_SET_META_CONTEXT:
+		return nbd_opt_meta(c, opt, p, len) ? -1 : 1;
 	default:
 		return nbd_opt_error(c, opt, NBD_REP_ERR_UNSUP, "option not supported") ? -1 : 1;
 	}

@@ -8,12 +8,16 @@
  *   nbd_transmission.c  the transmission phase: requests, READ, WRITE, TRIM,
  *                       WRITE_ZEROES, replies.
  *
- * Loop only: all of it runs on the event loop's thread.
+ *   nbd_io.c            backing-file syncs off the loop (a worker thread).
+ *
+ * Loop only: all of it runs on the event loop's thread, but nbd_io.c's
+ * worker, which touches only its jobs' fd and result.
  */
 #ifndef RAMSTER_NODE_NBD_INT_H
 #define RAMSTER_NODE_NBD_INT_H
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,6 +29,7 @@
 #include "common/sock.h"
 #include "node/closed.h"
 #include "node/config.h"
+#include "node/handoff.h"
 #include "node/nbd.h"
 #include "node/store.h"
 
@@ -35,6 +40,7 @@
 #define NBD_REP_MAGIC	       0x0003e889045565a9ull
 #define NBD_REQUEST_MAGIC      0x25609513u
 #define NBD_SIMPLE_REPLY_MAGIC 0x67446698u
+#define NBD_STRUCTURED_REPLY_MAGIC 0x668e33efu
 
 /* handshake flags (server) and client flags */
 #define NBD_FLAG_FIXED_NEWSTYLE	  (1u << 0)
@@ -49,11 +55,14 @@
 #define NBD_OPT_INFO		 6u
 #define NBD_OPT_GO		 7u
 #define NBD_OPT_STRUCTURED_REPLY 8u
+#define NBD_OPT_LIST_META_CONTEXT 9u
+#define NBD_OPT_SET_META_CONTEXT 10u
 
 /* option replies */
 #define NBD_REP_ACK	    1u
 #define NBD_REP_SERVER	    2u
 #define NBD_REP_INFO	    3u
+#define NBD_REP_META_CONTEXT 4u
 #define NBD_REP_ERR_UNSUP   ((1u << 31) + 1)
 #define NBD_REP_ERR_INVALID ((1u << 31) + 3)
 #define NBD_REP_ERR_UNKNOWN ((1u << 31) + 6)
@@ -74,6 +83,20 @@
 /* command flags */
 #define NBD_CMD_FLAG_FUA     (1u << 0)
 #define NBD_CMD_FLAG_NO_HOLE (1u << 1)
+#define NBD_CMD_FLAG_REQ_ONE (1u << 3)
+
+/* structured replies */
+#define NBD_REPLY_FLAG_DONE	    (1u << 0)
+#define NBD_REPLY_TYPE_NONE	    0u
+#define NBD_REPLY_TYPE_OFFSET_DATA  1u
+#define NBD_REPLY_TYPE_BLOCK_STATUS 5u
+#define NBD_REPLY_TYPE_ERROR	    ((1u << 15) + 1)
+#define NBD_SREPLY_HDR		    20u
+#define NBD_STATE_HOLE		    (1u << 0)
+#define NBD_STATE_ZERO		    (1u << 1)
+#define NBD_META_ALLOCATION	    "base:allocation"
+#define NBD_META_ALLOCATION_ID	    1u
+#define NBD_EXTENTS_MAX		    1024u /* descriptors in one BLOCK_STATUS reply */
 
 /* commands */
 #define NBD_CMD_READ	     0u
@@ -83,7 +106,8 @@
 #define NBD_CMD_TRIM	     4u
 #define NBD_CMD_CACHE	     5u /* not offered */
 #define NBD_CMD_WRITE_ZEROES 6u
-#define NBD_CMDS	     7u
+#define NBD_CMD_BLOCK_STATUS 7u
+#define NBD_CMDS	     8u
 
 /* error values */
 #define NBD_EIO	   5u
@@ -111,11 +135,32 @@
 #define NBD_IN_MIN	  (256u * 1024) /* input buffer to start with */
 #define NBD_OUT_HIGH	  (4u * 1024 * 1024) /* stop running requests above this unsent */
 #define NBD_FLUSH_BATCH	  256u          /* pages a FLUSH fetches at a time */
+#define NBD_SLICE_PAGES	  1024u         /* pages a request works in one turn of the loop */
 #define NBD_ACCEPT_BURST  64
 
 /* ---- structures ---------------------------------------------------------------- */
 
 struct nbd_conn;
+struct nbd_export;
+
+/* Backing-file I/O run off the loop (nbd_io.c): an fdatasync of fd. */
+struct nbd_job {
+	struct handoff_item it; /* first */
+	struct nbd_job *next;   /* in the worker's queue */
+	int fd;
+	int result;             /* 0 or -errno, set by the worker */
+	void (*done)(struct nbd_job *j); /* on the loop */
+	struct nbd_export *e;
+};
+
+struct nbd_io {
+	bool started, stop;
+	pthread_t thread;
+	pthread_mutex_t lock; /* a leaf: guards head, tail, stop */
+	pthread_cond_t cond;
+	struct nbd_job *head, **tail;
+	struct handoff done;  /* finished jobs, to the loop */
+};
 
 struct nbd_export {
 	struct nbd *srv;
@@ -129,12 +174,21 @@ struct nbd_export {
 	uint64_t *present;    /* 1: the block may be in tmem */
 	uint64_t *in_backing; /* 1: the file alone holds the block (backing only) */
 	uint64_t *dirty;      /* 1: tmem holds data the file may lack (backing only) */
+	uint64_t *unsynced;   /* 1: written to the file since the last good sync (backing only) */
+	uint64_t *lost;       /* 1: a failed sync lost what the file alone held (backing only) */
+	uint64_t lost_blocks; /* bits set in lost: FLUSH and FUA fail while > 0 */
+	bool sync_failed;     /* the last sync failed (an episode, logged once) */
+	uint64_t *syncing;    /* unsynced as the running sync began (backing only) */
+	struct nbd_job sync_job;         /* the running sync, off the loop */
+	struct nbd_conn *sync_conn;      /* whose sync runs now (NULL: none) */
+	struct nbd_conn *sync_q, **sync_tail; /* syncs waiting for it, in order */
 	uint64_t backing_pages;          /* bits set in in_backing */
 	struct nbd_conn *flusher;        /* the connection whose FLUSH runs now */
 	struct nbd_conn *flush_q, **flush_tail; /* FLUSHes waiting for it, in order */
 	uint64_t clients;                /* connections attached now */
 	uint64_t requests;               /* requests served */
 	uint64_t errors;                 /* error replies */
+	bool full;                       /* writes fail with ENOSPC now (an episode) */
 };
 
 struct nbd_stats {
@@ -152,6 +206,8 @@ struct nbd_stats {
 	uint64_t bytes_written;   /* WRITE bytes taken */
 	uint64_t put_refused;     /* pages the tier refused */
 	uint64_t refused_lost;    /* of those, failed writes (no backing) */
+	uint64_t nospace;         /* page writes failed ENOSPC: tier, collective, backing full */
+	uint64_t nospace_episodes; /* times an export became full (each logged once) */
 	uint64_t backing_writes;  /* pages written to backing files */
 	uint64_t backing_reads;   /* pages read from backing files */
 	uint64_t backing_errors;  /* backing file I/O errors */
@@ -162,6 +218,10 @@ struct nbd_stats {
 	uint64_t flush_pages;     /* pages written behind by FLUSH and FUA */
 	uint64_t flush_waits;     /* FLUSHes that waited for another connection's */
 	uint64_t syncs;           /* fdatasync calls */
+	uint64_t yields;          /* times a long request let the loop run others */
+	uint64_t sync_failures;   /* of those, failed (the FLUSH or FUA answered EIO) */
+	uint64_t sync_waits;      /* syncs that waited for another one of their export */
+	uint64_t sync_lost;       /* blocks a failed sync lost (the file alone held them) */
 };
 
 struct nbd_listener {
@@ -176,6 +236,7 @@ struct nbd {
 	struct ev_loop *loop;
 	struct store *store;
 	struct nbd_listener lunix, ltcp;
+	struct nbd_io io; /* the backing-file worker */
 	size_t n_exports;
 	struct nbd_export *exports;
 	struct nbd_conn *conns;
@@ -208,6 +269,9 @@ struct nbd_conn {
 	uint64_t id;
 	int fd;
 	bool got_flags, no_zeroes, transmit;
+	bool structured;           /* NBD_OPT_STRUCTURED_REPLY: every reply a chunk */
+	struct nbd_export *meta;   /* base:allocation chosen for this export (SET_META_CONTEXT) */
+	bool meta_alloc;           /* ... and valid for the export attached */
 	bool closing; /* close once the output is sent (ABORT, DISC) */
 	bool closed;  /* closed while remote gets were out: the last one frees it */
 	struct nbd_export *exp;
@@ -224,6 +288,7 @@ struct nbd_conn {
 	int err;                         /* its first error, -errno */
 	uint64_t cursor;                 /* WRITE: the next block to store; FLUSH: to look at */
 	size_t reply_at;                 /* READ: its reply at out + reply_at (building) */
+	unsigned reply_hdr;              /* READ: the bytes before its data (simple or chunk) */
 	bool building;
 	struct store_req put;            /* WRITE: the store's state of its puts (room waits) */
 	uint8_t edge[2][NBD_PAGE];       /* head and tail pages of a partial write or read */
@@ -232,6 +297,16 @@ struct nbd_conn {
 	uint8_t *scratch;                /* FLUSH: NBD_FLUSH_BATCH pages */
 	struct nbd_conn *flush_next;     /* in the export's FLUSH queue */
 	bool flush_queued;
+
+	/* a long request yields the loop between slices (nbd_yield) */
+	ev_timer yield;
+	int (*yield_cont)(struct nbd_conn *c); /* resumes it: as cont */
+	unsigned yield_extra;                  /* holds on pending beyond the yield's own */
+
+	/* a FLUSH's or FUA write's sync, off the loop (nbd_sync_start) */
+	int (*sync_cont)(struct nbd_conn *c); /* runs when it is done: as cont */
+	int sync_result;                      /* 0 or -EIO */
+	struct nbd_conn *sync_next;           /* in the export's sync queue */
 };
 
 static const uint8_t nbd_zero_page[NBD_PAGE];
@@ -380,6 +455,18 @@ int nbd_write_fua(struct nbd_conn *c, uint64_t first, uint64_t last);
 int nbd_flush_run(struct nbd_conn *c);
 void nbd_flush_release(struct nbd_export *e);
 int nbd_do_flush(struct nbd_conn *c);
+/*
+ * fdatasync the backing file off the loop, then run cont(c) with
+ * c->sync_result (0, or -EIO: the sync failed, or blocks are lost). One sync
+ * at a time an export; others wait in order. Holds c->pending meanwhile.
+ * @return 1 (waiting).
+ */
+int nbd_sync_start(struct nbd_conn *c, int (*cont)(struct nbd_conn *c));
+
+/* nbd_io.c: the backing-file worker */
+int nbd_io_start(struct nbd *n);
+void nbd_io_submit(struct nbd *n, struct nbd_job *j);
+void nbd_io_stop(struct nbd *n);
 int nbd_export_init(struct nbd *n, struct nbd_export *e, unsigned number,
 			   const struct config_export *ce, char *err, size_t errlen);
 void nbd_export_fini(struct nbd *n, struct nbd_export *e);
@@ -391,5 +478,13 @@ const uint8_t *nbd_write_page(struct nbd_conn *c, uint64_t b, uint64_t first);
 bool nbd_discards(const struct nbd_req *r);
 void nbd_room_cb(void *arg, int result);
 void nbd_conn_new(struct nbd *n, int fd, bool tcp);
+/*
+ * Let the loop run other connections, then resume the request with cont
+ * (after a 0 s timer: the loop's pending I/O runs first). extra: holds on
+ * c->pending the request keeps meanwhile, dropped if it is closed. @return 1.
+ */
+int nbd_yield(struct nbd_conn *c, int (*cont)(struct nbd_conn *c), unsigned extra);
+/* Closing: stop a pending yield and drop its holds. */
+void nbd_yield_cancel(struct nbd_conn *c);
 
 #endif /* RAMSTER_NODE_NBD_INT_H */

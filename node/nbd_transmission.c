@@ -17,21 +17,81 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "node/log.h"
 #include "node/nbd_int.h"
 
+/* ---- slices -------------------------------------------------------------------- */
+
+static void nbd_yield_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct nbd_conn *c = container_of(w, struct nbd_conn, yield);
+
+	c->pending--;
+	if (c->yield_cont(c) == 0) {
+		c->busy = false;
+		nbd_process(c);
+	}
+}
+
+int nbd_yield(struct nbd_conn *c, int (*cont)(struct nbd_conn *c), unsigned extra)
+{
+	c->srv->st.yields++;
+	c->pending++;
+	c->yield_cont = cont;
+	c->yield_extra = extra;
+	ev_timer_init(&c->yield, nbd_yield_cb, 0., 0.);
+	ev_timer_start(c->srv->loop, &c->yield);
+	return 1;
+}
+
+void nbd_yield_cancel(struct nbd_conn *c)
+{
+	if (!ev_is_active(&c->yield))
+		return;
+	ev_timer_stop(c->srv->loop, &c->yield);
+	c->pending -= 1 + c->yield_extra;
+}
+
 /* ---- replies ------------------------------------------------------------------- */
 
-/* Queue a simple reply without data. @return 0, or CONN_CLOSED. */
+static void nbd_chunk(uint8_t *p, uint16_t flags, uint16_t type, uint64_t cookie, uint32_t len)
+{
+	nbd_be32(p, NBD_STRUCTURED_REPLY_MAGIC);
+	nbd_be16(p + 4, flags);
+	nbd_be16(p + 6, type);
+	nbd_be64(p + 8, cookie);
+	nbd_be32(p + 16, len);
+}
+
+/* A structured error chunk (26 bytes) at p, the reply's last. */
+static void nbd_chunk_error(uint8_t *p, uint64_t cookie, int err)
+{
+	nbd_chunk(p, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_ERROR, cookie, 6);
+	nbd_be32(p + NBD_SREPLY_HDR, nbd_errno(err));
+	nbd_be16(p + NBD_SREPLY_HDR + 4, 0); /* no message */
+}
+
+/*
+ * Queue a reply without data: simple, or once structured replies are on, a
+ * NONE or ERROR chunk that ends it. @return 0, or CONN_CLOSED.
+ */
 int nbd_reply(struct nbd_conn *c, uint64_t cookie, int err)
 {
-	uint8_t *p = nbd_out(c, NBD_REPLY_HDR);
+	uint8_t *p = nbd_out(c, c->structured ? NBD_SREPLY_HDR + 6 : NBD_REPLY_HDR);
 
 	if (!p)
 		return CONN_CLOSED;
-	nbd_be32(p, NBD_SIMPLE_REPLY_MAGIC);
-	nbd_be32(p + 4, err ? nbd_errno(err) : 0);
-	nbd_be64(p + 8, cookie);
+	if (c->structured && err) {
+		nbd_chunk_error(p, cookie, err);
+	} else if (c->structured) {
+		nbd_chunk(p, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_NONE, cookie, 0);
+		c->out_len -= 6;
+	} else {
+		nbd_be32(p, NBD_SIMPLE_REPLY_MAGIC);
+		nbd_be32(p + 4, err ? nbd_errno(err) : 0);
+		nbd_be64(p + 8, cookie);
+	}
 	if (err) {
 		c->srv->st.errors++;
 		if (c->exp)
@@ -67,47 +127,50 @@ static int nbd_read_finish(struct nbd_conn *c)
 
 	nbd_slots_settle(c);
 	c->building = false;
-	nbd_be32(p, NBD_SIMPLE_REPLY_MAGIC);
-	nbd_be32(p + 4, c->err ? nbd_errno(c->err) : 0);
-	nbd_be64(p + 8, c->req.cookie);
+	if (c->structured && c->err) {
+		nbd_chunk_error(p, c->req.cookie, c->err); /* 26 bytes: within the 28 reserved */
+		c->out_len = c->reply_at + NBD_SREPLY_HDR + 6;
+	} else if (c->structured) {
+		nbd_chunk(p, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_OFFSET_DATA, c->req.cookie,
+			  8 + c->req.len);
+		nbd_be64(p + NBD_SREPLY_HDR, c->req.offset);
+	} else {
+		nbd_be32(p, NBD_SIMPLE_REPLY_MAGIC);
+		nbd_be32(p + 4, c->err ? nbd_errno(c->err) : 0);
+		nbd_be64(p + 8, c->req.cookie);
+		if (c->err)
+			c->out_len = c->reply_at + NBD_REPLY_HDR; /* no data after an error */
+	}
 	if (c->err) {
-		c->out_len = c->reply_at + NBD_REPLY_HDR; /* no data after an error */
 		c->srv->st.errors++;
 		c->exp->errors++;
 	} else {
-		c->out_len = c->reply_at + NBD_REPLY_HDR + c->req.len;
+		c->out_len = c->reply_at + c->reply_hdr + c->req.len;
 		c->srv->st.bytes_read += c->req.len;
 	}
 	return 0;
 }
 
-/* @return 0 answered, 1 waiting, CONN_CLOSED. */
-static int nbd_do_read(struct nbd_conn *c)
+/* Fetch blocks c->cursor..last, a slice a turn. @return 0 answered, 1 waiting. */
+static int nbd_read_run(struct nbd_conn *c)
 {
 	const struct nbd_req *r = &c->req;
 	uint64_t first = r->offset / NBD_PAGE, last = (r->offset + r->len - 1) / NBD_PAGE, b;
-	uint8_t *data;
+	uint8_t *data = c->out + c->reply_at + c->reply_hdr;
+	unsigned done = 0;
 	int rc;
 
-	if (nbd_slots_reserve(c, (size_t)(last - first + 1)))
-		return nbd_reply(c, r->cookie, -ENOMEM);
-	if (nbd_reserve(&c->out, &c->out_cap, c->out_len + NBD_REPLY_HDR + r->len)) {
-		c->srv->st.oom_closes++;
-		nbd_close(c, "out of memory for a reply");
-		return CONN_CLOSED;
-	}
-	c->reply_at = c->out_len; /* not counted in out_len (not sent) until finished */
-	c->building = true;
-	data = c->out + c->reply_at + NBD_REPLY_HDR;
-	c->err = 0;
-	c->pending = 1; /* held while the gets start */
-	for (b = first; b <= last; b++) {
+	for (b = c->cursor; b <= last; b++) {
 		struct nbd_slot *s = &c->slots[c->n_slots];
 		unsigned lo, hi;
 		bool partial = nbd_span(r, b, &lo, &hi);
 		uint8_t *dst = data + (b * NBD_PAGE + lo - r->offset);
 		uint8_t *page = partial ? nbd_edge(c, b, first) : dst;
 
+		if (done++ == NBD_SLICE_PAGES) {
+			c->cursor = b;
+			return nbd_yield(c, nbd_read_run, 1); /* the starter's hold stays */
+		}
 		memset(s, 0, sizeof(*s));
 		rc = nbd_fetch(c, b, page, s);
 		if (rc == 1) {
@@ -132,6 +195,28 @@ static int nbd_do_read(struct nbd_conn *c)
 	return nbd_read_finish(c);
 }
 
+/* @return 0 answered, 1 waiting, CONN_CLOSED. */
+static int nbd_do_read(struct nbd_conn *c)
+{
+	const struct nbd_req *r = &c->req;
+	uint64_t first = r->offset / NBD_PAGE, last = (r->offset + r->len - 1) / NBD_PAGE;
+
+	if (nbd_slots_reserve(c, (size_t)(last - first + 1)))
+		return nbd_reply(c, r->cookie, -ENOMEM);
+	c->reply_hdr = c->structured ? NBD_SREPLY_HDR + 8 : NBD_REPLY_HDR;
+	if (nbd_reserve(&c->out, &c->out_cap, c->out_len + c->reply_hdr + r->len)) {
+		c->srv->st.oom_closes++;
+		nbd_close(c, "out of memory for a reply");
+		return CONN_CLOSED;
+	}
+	c->reply_at = c->out_len; /* not counted in out_len (not sent) until finished */
+	c->building = true;
+	c->err = 0;
+	c->pending = 1; /* held while the gets start */
+	c->cursor = first;
+	return nbd_read_run(c);
+}
+
 /* ---- WRITE, TRIM, WRITE_ZEROES ------------------------------------------------- */
 
 /* The page of block b of this request, merged: edges in edge[], else payload or zeros. */
@@ -153,6 +238,22 @@ bool nbd_discards(const struct nbd_req *r)
 	return r->type != NBD_CMD_WRITE && !(r->flags & NBD_CMD_FLAG_NO_HOLE);
 }
 
+static int nbd_write_answer(struct nbd_conn *c)
+{
+	const struct nbd_req *r = &c->req;
+
+	if (!c->err && r->type == NBD_CMD_WRITE)
+		c->srv->st.bytes_written += r->len;
+	return nbd_reply(c, r->cookie, c->err);
+}
+
+static int nbd_write_synced(struct nbd_conn *c)
+{
+	if (c->sync_result && !c->err)
+		c->err = c->sync_result;
+	return nbd_write_answer(c);
+}
+
 static int nbd_write_run(struct nbd_conn *c)
 {
 	const struct nbd_req *r = &c->req;
@@ -160,11 +261,14 @@ static int nbd_write_run(struct nbd_conn *c)
 	uint64_t first = r->offset / NBD_PAGE, last = (r->offset + r->len - 1) / NBD_PAGE;
 	uint64_t fb = (r->offset + NBD_PAGE - 1) / NBD_PAGE, end = (r->offset + r->len) / NBD_PAGE;
 	bool discard = nbd_discards(r);
+	unsigned done = 0;
 	int rc;
 
 	for (; c->cursor <= last; c->cursor++) {
 		const uint8_t *page = nbd_write_page(c, c->cursor, first);
 
+		if (done++ == NBD_SLICE_PAGES)
+			return nbd_yield(c, nbd_write_run, 0);
 		if (discard && page == nbd_zero_page) {
 			nbd_discard(e, c->cursor);
 			continue;
@@ -179,11 +283,12 @@ static int nbd_write_run(struct nbd_conn *c)
 	}
 	if (discard && e->fd >= 0 && fb < end)
 		nbd_discard_backing(e, fb, end - 1);
-	if (!c->err && (r->flags & NBD_CMD_FLAG_FUA) && e->fd >= 0)
+	if (!c->err && (r->flags & NBD_CMD_FLAG_FUA) && e->fd >= 0) {
 		c->err = nbd_write_fua(c, first, last);
-	if (!c->err && r->type == NBD_CMD_WRITE)
-		c->srv->st.bytes_written += r->len;
-	return nbd_reply(c, r->cookie, c->err);
+		if (!c->err)
+			return nbd_sync_start(c, nbd_write_synced);
+	}
+	return nbd_write_answer(c);
 }
 
 void nbd_room_cb(void *arg, int result)
@@ -259,6 +364,54 @@ static int nbd_do_write(struct nbd_conn *c)
 	return nbd_write_merge(c);
 }
 
+/* ---- BLOCK_STATUS -------------------------------------------------------------- */
+
+/* base:allocation of block b: 0 data (tmem or the backing file has it), or a hole of zeros. */
+static uint32_t nbd_block_state(const struct nbd_export *e, uint64_t b)
+{
+	if (bit_test(e->present, b) || (e->in_backing && bit_test(e->in_backing, b)))
+		return 0;
+	return NBD_STATE_HOLE | NBD_STATE_ZERO;
+}
+
+/*
+ * One BLOCK_STATUS chunk for base:allocation: runs of blocks of one state,
+ * from the request's offset, at most NBD_EXTENTS_MAX (one with REQ_ONE),
+ * never past its end. @return 0, or CONN_CLOSED.
+ */
+static int nbd_do_block_status(struct nbd_conn *c)
+{
+	const struct nbd_req *r = &c->req;
+	const struct nbd_export *e = c->exp;
+	unsigned max = (r->flags & NBD_CMD_FLAG_REQ_ONE) ? 1 : NBD_EXTENTS_MAX, n = 0;
+	uint64_t pos = r->offset, end = r->offset + r->len;
+	uint8_t *p;
+
+	if (!c->meta_alloc)
+		return nbd_reply(c, r->cookie, -EINVAL);
+	p = nbd_out(c, NBD_SREPLY_HDR + 4 + 8u * max);
+	if (!p)
+		return CONN_CLOSED;
+	while (pos < end && n < max) {
+		uint64_t b = pos / NBD_PAGE, run_end;
+		uint32_t state = nbd_block_state(e, b);
+
+		while (++b * NBD_PAGE < end && nbd_block_state(e, b) == state)
+			;
+		run_end = b * NBD_PAGE < end ? b * NBD_PAGE : end;
+		if (run_end - pos > UINT32_MAX - NBD_PAGE + 1) /* lengths are 32-bit */
+			run_end = pos + (UINT32_MAX - NBD_PAGE + 1);
+		nbd_be32(p + NBD_SREPLY_HDR + 4 + 8u * n, (uint32_t)(run_end - pos));
+		nbd_be32(p + NBD_SREPLY_HDR + 8 + 8u * n, state);
+		n++;
+		pos = run_end;
+	}
+	nbd_chunk(p, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_BLOCK_STATUS, r->cookie, 4 + 8u * n);
+	nbd_be32(p + NBD_SREPLY_HDR, NBD_META_ALLOCATION_ID);
+	c->out_len -= 8u * (max - n);
+	return 0;
+}
+
 /* ---- requests ------------------------------------------------------------------ */
 
 /* @return 0 valid, or the -errno to answer with. */
@@ -271,6 +424,7 @@ static int nbd_validate(const struct nbd_conn *c, const struct nbd_req *r)
 	    [NBD_CMD_FLUSH] = 0,
 	    [NBD_CMD_TRIM] = NBD_CMD_FLAG_FUA,
 	    [NBD_CMD_WRITE_ZEROES] = NBD_CMD_FLAG_FUA | NBD_CMD_FLAG_NO_HOLE,
+	    [NBD_CMD_BLOCK_STATUS] = NBD_CMD_FLAG_REQ_ONE,
 	};
 	uint64_t size = c->exp->size;
 
@@ -341,6 +495,9 @@ static int nbd_request(struct nbd_conn *c)
 		break;
 	case NBD_CMD_FLUSH:
 		rc = nbd_do_flush(c);
+		break;
+	case NBD_CMD_BLOCK_STATUS:
+		rc = nbd_do_block_status(c);
 		break;
 	default: /* NBD_CMD_DISC: answer nothing more; close once sent */
 		c->closing = true;

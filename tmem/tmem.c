@@ -143,7 +143,7 @@ int tmem_pool_new(struct tmem *t, unsigned flags)
 	uint32_t id, i;
 	unsigned b;
 
-	if (flags & ~(unsigned)(TMEM_PERSISTENT | TMEM_SHARED))
+	if (flags & ~(unsigned)(TMEM_PERSISTENT | TMEM_SHARED | TMEM_KEEP_ALL))
 		return -EINVAL;
 	p = calloc(1, sizeof(*p));
 	if (!p)
@@ -486,7 +486,7 @@ int tmem_put(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_t i
 	 * the old descriptor only afterwards. */
 	o->pin++;
 	held_bucket = b;
-	ret = t->ops->create(t->ctx, pers, page, (struct tmem_ref){ o->objno, index }, &pampd);
+	ret = t->ops->create(t->ctx, p->flags, page, (struct tmem_ref){ o->objno, index }, &pampd);
 	held_bucket = NULL;
 	o->pin--;
 	if (ret == 0) {

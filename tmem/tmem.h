@@ -28,7 +28,12 @@
 #define TMEM_BUCKETS 256
 #define TMEM_MAX_POOLS 65536
 
-enum { TMEM_PERSISTENT = 1u << 0, TMEM_SHARED = 1u << 1 };
+/*
+ * Pool flags. TMEM_KEEP_ALL (with TMEM_PERSISTENT; the NBD exports' pools):
+ * the data side keeps every page it has room for, a page that does not
+ * compress stored raw, rather than refusing it as poorly compressible.
+ */
+enum { TMEM_PERSISTENT = 1u << 0, TMEM_SHARED = 1u << 1, TMEM_KEEP_ALL = 1u << 2 };
 
 struct tmem_oid {
 	uint64_t w[3];
@@ -50,10 +55,12 @@ struct tmem_handle {
 /* The data side. Every callback is called with the handle's bucket lock held. */
 struct tmem_pamops {
 	/*
-	 * Keep a copy of page for the handle named by ref. @return 0 with
-	 * *pampd set (non-zero), or -errno to refuse (-E2BIG, -ENOSPC, ...).
+	 * Keep a copy of page for the handle named by ref, in a pool of these
+	 * flags (TMEM_PERSISTENT, TMEM_KEEP_ALL, ...). @return 0 with *pampd
+	 * set (non-zero), or -errno to refuse (-E2BIG, -ENOSPC, ...).
 	 */
-	int (*create)(void *ctx, bool pers, const void *page, struct tmem_ref ref, uint64_t *pampd);
+	int (*create)(void *ctx, unsigned flags, const void *page, struct tmem_ref ref,
+		      uint64_t *pampd);
 	/*
 	 * Copy the page behind pampd into page. @return 0 or -errno (-EIO lost);
 	 * -EREMOTE when the page lives elsewhere (see tmem_get_ex).

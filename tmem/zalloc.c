@@ -142,6 +142,7 @@ static void zd_get_stats(void *a, struct zalloc_stats *s)
 static const struct zalloc_ops zdense_ops = {
     .name = "dense",
     .max_len = ZDENSE_MAX_LEN,
+    .huge_len = ZDENSE_HUGE_LEN,
     .create = zd_create,
     .destroy = zd_destroy,
     .store = zd_store,

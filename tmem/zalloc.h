@@ -54,7 +54,9 @@ struct zalloc_stats {
  */
 struct zalloc_ops {
 	const char *name;
-	unsigned max_len; /* the largest page it stores */
+	unsigned max_len; /* the largest compressed page it stores */
+	/* Raw pages: 4096 (a whole frame each, zdense's huge class), or 0 when it has none. */
+	unsigned huge_len;
 	void *(*create)(uint32_t max_frames);
 	void (*destroy)(void *a);
 	int (*store)(void *a, bool pers, const void *data, unsigned len, struct zbud_ref ref,

@@ -54,6 +54,7 @@ struct zcache {
 	atomic_uint_fast64_t pers_pages;  /* compressed persistent pages ... */
 	atomic_uint_fast64_t pers_bytes;  /* ... and their bytes: the policy's mean */
 	atomic_uint_fast64_t zero_pages, zero_puts;
+	atomic_uint_fast64_t raw_pages, raw_puts; /* pages kept raw (huge class) */
 	atomic_uint_fast64_t refused_poor, refused_nospace, refused_error;
 	atomic_uint_fast64_t evicted_frames, evicted_pages, evict_busy;
 	atomic_uint_fast64_t decompress_errors;
@@ -117,6 +118,43 @@ uint32_t zcache_checksum(const void *data, size_t len)
 /* Where a put compresses to; one per thread. */
 static __thread unsigned char zcache_cbuf[COMPRESS_BOUND];
 
+/* Is this stored length a raw page (the allocator's huge class)? */
+static bool zcache_is_raw(const struct zcache *z, unsigned len)
+{
+	return z->za_ops->huge_len && len == z->za_ops->huge_len;
+}
+
+/* Bring a stored page (compressed, or raw) back into page. @return 0 or -EIO. */
+static int zcache_unpage(const struct zcache *z, const void *data, size_t len, void *page)
+{
+	if (zcache_is_raw(z, (unsigned)len)) {
+		memcpy(page, data, COMPRESS_PAGE_SIZE);
+		return 0;
+	}
+	return compress_unpage_algo(z->algo, data, len, page);
+}
+
+/* A persistent page of len stored bytes comes (+1) or goes (-1): the policy's mean, raw counts. */
+static void zcache_account(struct zcache *z, bool pers, unsigned len, int dir)
+{
+	if (zcache_is_raw(z, len)) {
+		if (dir > 0)
+			CNT_INC(z->raw_pages);
+		else
+			CNT_SUB(z->raw_pages, 1);
+		return;
+	}
+	if (!pers)
+		return;
+	if (dir > 0) {
+		CNT_INC(z->pers_pages);
+		CNT_ADD(z->pers_bytes, len);
+	} else {
+		CNT_SUB(z->pers_pages, 1);
+		CNT_SUB(z->pers_bytes, len);
+	}
+}
+
 /* ---- eviction ---------------------------------------------------------------- */
 
 /*
@@ -157,12 +195,22 @@ static int zcache_evict_one(struct zcache *z)
 
 /* ---- the data side (tmem_pamops) ------------------------------------------------ */
 
-static int zcache_create_pampd(void *ctx, bool pers, const void *page, struct tmem_ref ref,
+/*
+ * A page that the policy refuses, in a TMEM_KEEP_ALL pool with an allocator
+ * that has a huge class, is kept all the same: compressed when it fits the
+ * allocator and is refused only by the mean rule, else raw (4096 bytes in a
+ * frame of its own, as zram's huge class; a page compressing above pers_max
+ * saves too little to be worth decompressing).
+ */
+static int zcache_create_pampd(void *ctx, unsigned flags, const void *page, struct tmem_ref ref,
 			       uint64_t *pampd)
 {
 	struct zcache *z = ctx;
+	bool pers = flags & TMEM_PERSISTENT;
+	bool keep = (flags & TMEM_KEEP_ALL) && z->za_ops->huge_len;
 	uint64_t npers, mean = 0;
 	uint64_t handle;
+	const void *data = zcache_cbuf;
 	unsigned tries;
 	int len, ret;
 
@@ -173,19 +221,28 @@ static int zcache_create_pampd(void *ctx, bool pers, const void *page, struct tm
 		return 0;
 	}
 	len = compress_page_algo(z->algo, page, zcache_cbuf);
-	if (len <= 0) {
+	if (len <= 0 && !keep) {
 		CNT_INC(z->refused_error);
 		return -EIO;
 	}
 	npers = CNT_GET(z->pers_pages);
 	if (pers && npers)
 		mean = CNT_GET(z->pers_bytes) / npers;
-	if (compress_policy_refuse(&z->policy, pers, (unsigned)len, (unsigned)mean)) {
-		CNT_INC(z->refused_poor);
-		return -E2BIG;
+	if (len <= 0 || compress_policy_refuse(&z->policy, pers, (unsigned)len, (unsigned)mean) ||
+	    (unsigned)len > z->za_ops->max_len) {
+		if (!keep) {
+			CNT_INC(z->refused_poor);
+			return -E2BIG;
+		}
+		if (len <= 0 || (unsigned)len > z->policy.pers_max ||
+		    (unsigned)len > z->za_ops->max_len) {
+			data = page;
+			len = (int)z->za_ops->huge_len;
+			CNT_INC(z->raw_puts);
+		}
 	}
 	for (tries = 0;; tries++) {
-		ret = z->za_ops->store(z->za, pers, zcache_cbuf, (unsigned)len,
+		ret = z->za_ops->store(z->za, pers, data, (unsigned)len,
 				       (struct zbud_ref){ ref.objno, ref.index }, &handle);
 		if (ret != -ENOSPC || tries == EVICT_TRIES)
 			break;
@@ -200,10 +257,7 @@ static int zcache_create_pampd(void *ctx, bool pers, const void *page, struct tm
 			CNT_INC(z->refused_error);
 		return ret;
 	}
-	if (pers) {
-		CNT_INC(z->pers_pages);
-		CNT_ADD(z->pers_bytes, (unsigned)len);
-	}
+	zcache_account(z, pers, (unsigned)len, +1);
 	*pampd = PAMPD_MAKE_ZBUD(handle);
 	return 0;
 }
@@ -220,7 +274,7 @@ static int zcache_get_data(void *ctx, bool pers, uint64_t pampd, void *page)
 		return 0;
 	case PAMPD_ZBUD:
 		data = z->za_ops->data(z->za, PAMPD_HANDLE(pampd), &len);
-		if (!data || compress_unpage_algo(z->algo, data, len, page)) {
+		if (!data || zcache_unpage(z, data, len, page)) {
 			CNT_INC(z->decompress_errors);
 			return -EIO;
 		}
@@ -250,10 +304,8 @@ static void zcache_free_pampd(void *ctx, bool pers, uint64_t pampd, const struct
 		CNT_SUB(z->zero_pages, 1);
 		break;
 	case PAMPD_ZBUD:
-		if (pers && z->za_ops->data(z->za, PAMPD_HANDLE(pampd), &len)) {
-			CNT_SUB(z->pers_pages, 1);
-			CNT_SUB(z->pers_bytes, len);
-		}
+		if (z->za_ops->data(z->za, PAMPD_HANDLE(pampd), &len))
+			zcache_account(z, pers, len, -1);
 		z->za_ops->release(z->za, PAMPD_HANDLE(pampd));
 		break;
 	case PAMPD_REMOTE: {
@@ -379,10 +431,8 @@ int zcache_remotify_commit(struct zcache *z, struct zcache_out *o, unsigned i,
 		CNT_INC(z->remotify_stale);
 		return -ENOENT;
 	}
-	if (p->pers) {
-		CNT_SUB(z->pers_pages, 1);
-		CNT_SUB(z->pers_bytes, p->len);
-	}
+	if (p->pers || zcache_is_raw(z, p->len))
+		zcache_account(z, p->pers, p->len, -1);
 	z->za_ops->release(z->za, p->handle);
 	CNT_INC(z->remote_pages);
 	CNT_INC(z->remotified);
@@ -435,8 +485,7 @@ static int zcache_home_fn(void *arg, struct tmem_ref ref, bool pers, uint64_t *p
 	if (PAMPD_IS_REC(*pampd))
 		replica_remove(z->replicas, PAMPD_REC_ID(*pampd));
 	*pampd = PAMPD_MAKE_ZBUD(handle);
-	CNT_INC(z->pers_pages);
-	CNT_ADD(z->pers_bytes, c->clen);
+	zcache_account(z, pers, (unsigned)c->clen, +1);
 	CNT_SUB(z->remote_pages, 1);
 	CNT_INC(z->brought_home);
 	c->home = true;
@@ -456,7 +505,7 @@ int zcache_repatriate_finish(struct zcache *z, const struct tmem_handle *h, uint
 		if (clen != r->len || zcache_checksum(cdata, clen) != r->checksum) {
 			CNT_INC(z->checksum_errors);
 			result = -EIO;
-		} else if (compress_unpage_algo(z->algo, cdata, clen, page)) {
+		} else if (zcache_unpage(z, cdata, clen, page)) {
 			CNT_INC(z->decompress_errors);
 			result = -EIO;
 		}
@@ -610,6 +659,8 @@ void zcache_get_stats(struct zcache *z, struct zcache_stats *s)
 	tmem_get_stats(z->tmem, &ts);
 	s->zero_pages = CNT_GET(z->zero_pages);
 	s->zero_puts = CNT_GET(z->zero_puts);
+	s->raw_pages = CNT_GET(z->raw_pages);
+	s->raw_puts = CNT_GET(z->raw_puts);
 	s->stored_pages = zs.objects;
 	s->compressed_bytes = zs.bytes;
 	s->refused_poor = CNT_GET(z->refused_poor);
@@ -676,6 +727,8 @@ void zcache_foreach_stat(struct zcache *z,
 	Z(compressed_bytes, "their compressed bytes");
 	Z(zero_pages, "zero-filled pages held now (no frame)");
 	Z(zero_puts, "puts of zero-filled pages");
+	Z(raw_pages, "incompressible pages kept raw, a frame each (keep-all pools) now");
+	Z(raw_puts, "puts stored raw (keep-all pools: NBD exports)");
 	Z(refused_poor, "puts refused: poorly compressible");
 	Z(refused_nospace, "puts refused: no room left");
 	Z(refused_error, "puts refused: compressor error");

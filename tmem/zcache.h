@@ -3,7 +3,11 @@
  *
  * A put is compressed (LZO1X-1, or LZ4: compressor) and stored by the
  * allocator the config names (zdense, the default, or zbud: tmem/zalloc.h);
- * a zero-filled page takes no frame; a poorly compressible page is refused.
+ * a zero-filled page takes no frame; a poorly compressible page is refused,
+ * except in a TMEM_KEEP_ALL pool (NBD exports) with zdense: there it is kept
+ * raw, 4096 bytes in a frame of its own (the huge class; a stored length of
+ * 4096 means raw, locally and in a remote descriptor, as no compressed page
+ * is stored above 4032 bytes).
  * Within the budget (local_mb) a put takes space in a frame with room or a
  * free one; when none is left, it eats the least recently used ephemeral
  * frame (a zdense block: all its pages are evicted). Persistent data
@@ -49,6 +53,8 @@ struct tmem *zcache_tmem(struct zcache *z);
 struct zcache_stats {
 	uint64_t zero_pages;         /* pages stored as zero-filled (no frame) now */
 	uint64_t zero_puts;          /* puts of zero-filled pages */
+	uint64_t raw_pages;          /* pages kept raw (huge class, keep-all pools) now */
+	uint64_t raw_puts;           /* puts stored raw */
 	uint64_t stored_pages;       /* compressed pages in frames now */
 	uint64_t compressed_bytes;   /* their compressed bytes */
 	uint64_t refused_poor;       /* puts refused: poorly compressible */

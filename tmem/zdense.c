@@ -34,9 +34,11 @@ struct zd_class {
 	uint8_t slots;	/* a block's slots */
 };
 
-static struct zd_class zd_classes[ZD_NSIZES]; /* merged: only [0, zd_nclasses) used */
+/* merged: [0, zd_nclasses) used, then the huge class at zd_huge */
+static struct zd_class zd_classes[ZD_NSIZES + 1];
 static uint16_t zd_class_by_size[ZD_NSIZES];  /* size index -> class */
 static unsigned zd_nclasses;
+static unsigned zd_huge; /* the huge class: a raw page, one frame, no slot header */
 static pthread_once_t zd_once = PTHREAD_ONCE_INIT;
 
 /*
@@ -79,6 +81,8 @@ static void zd_classes_init(void)
 		zd_class_by_size[i] = (uint16_t)c;
 	}
 	zd_nclasses = (unsigned)c + 1;
+	zd_huge = zd_nclasses;
+	zd_classes[zd_huge] = (struct zd_class){ZDENSE_HUGE_LEN, 1, 1};
 }
 
 static unsigned zd_size_index(unsigned len)
@@ -94,10 +98,10 @@ int zdense_class_of(unsigned len, struct zdense_class *c)
 {
 	const struct zd_class *k;
 
-	if (len == 0 || len > ZDENSE_MAX_LEN)
+	if (len == 0 || (len > ZDENSE_MAX_LEN && len != ZDENSE_HUGE_LEN))
 		return -EINVAL;
 	pthread_once(&zd_once, zd_classes_init);
-	k = &zd_classes[zd_class_by_size[zd_size_index(len)]];
+	k = &zd_classes[len == ZDENSE_HUGE_LEN ? zd_huge : zd_class_by_size[zd_size_index(len)]];
 	c->slot = k->slot;
 	c->frames = k->frames;
 	c->slots = k->slots;
@@ -118,7 +122,13 @@ enum { ZD_PREV, ZD_NEXT };
 #define ZS_DEAD	    0x8000u /* a zombie's released page: bytes kept */
 #define ZS_LEN_MASK 0x1fffu
 
-/* Per-unit metadata: 24 bytes. The LRU links double as the free-unit links. */
+/*
+ * Per-unit metadata: 24 bytes. The LRU links double as the free-unit links. A
+ * block of the huge class is never on a partial list (it has one slot): its
+ * part links hold its page's back-reference (objno, index) instead of a slot
+ * header, so the frame holds the 4096 raw bytes and nothing else; nlive /
+ * ndead say whether the page is live or, in a zombie, dead.
+ */
 struct zd_block {
 	uint32_t lru[2];
 	uint32_t part[2];
@@ -406,6 +416,38 @@ static uint32_t zd_handle_block(uint64_t h)
 	return (h >> 7) >= ZDENSE_UNITS_LIMIT ? ZD_NIL : (uint32_t)(h >> 7);
 }
 
+static bool zd_is_huge(const struct zdense *zd, uint32_t b)
+{
+	return zd->blk[b].cls == zd_huge;
+}
+
+/* A raw page in a frame of its own; the back-reference in the block's part links. */
+static int zd_store_huge(struct zdense *zd, bool pers, const void *data, struct zbud_ref ref,
+			 uint64_t *handle)
+{
+	struct zd_block *m;
+	uint32_t b;
+
+	pthread_mutex_lock(&zd->lock);
+	b = zd_block_get(zd, pers, zd_huge);
+	if (b == ZD_NIL) {
+		pthread_mutex_unlock(&zd->lock);
+		return -ENOSPC;
+	}
+	m = &zd->blk[b];
+	m->part[0] = ref.objno;
+	m->part[1] = ref.index;
+	m->ninit = 1;
+	m->nlive = 1;
+	zd_lru_touch(zd, b);
+	zd->objects++;
+	zd->bytes += ZDENSE_HUGE_LEN;
+	memcpy(zd_block_base(zd, b), data, ZDENSE_HUGE_LEN);
+	pthread_mutex_unlock(&zd->lock);
+	*handle = ZD_HANDLE(b, 0);
+	return 0;
+}
+
 int zdense_store(struct zdense *zd, bool pers, const void *data, unsigned len, struct zbud_ref ref,
 		 uint64_t *handle)
 {
@@ -414,6 +456,8 @@ int zdense_store(struct zdense *zd, bool pers, const void *data, unsigned len, s
 	unsigned char *s;
 	uint32_t b;
 
+	if (len == ZDENSE_HUGE_LEN)
+		return zd_store_huge(zd, pers, data, ref, handle);
 	if (len == 0 || len > ZDENSE_MAX_LEN)
 		return -EINVAL;
 	cls = zd_class_by_size[zd_size_index(len)];
@@ -462,6 +506,12 @@ const void *zdense_data(const struct zdense *zd, uint64_t handle, unsigned *len)
 			*len = 0;
 		return NULL;
 	}
+	if (zd_is_huge(zd, b)) {
+		l = zd->blk[b].nlive || zd->blk[b].ndead ? ZDENSE_HUGE_LEN : 0;
+		if (len)
+			*len = l;
+		return l ? zd_block_base(zd, b) : NULL;
+	}
 	s = zd_slot(zd, b, ZD_HANDLE_SLOT(handle));
 	l = zd_hdr_len(s) & ZS_LEN_MASK;
 	if (len)
@@ -480,6 +530,20 @@ void zdense_release(struct zdense *zd, uint64_t handle)
 	if (b >= zd->top || !(zd->blk[b].flags & ZB_USED) || slot >= zd->blk[b].ninit)
 		goto bad;
 	m = &zd->blk[b];
+	if (zd_is_huge(zd, b)) {
+		if (!m->nlive)
+			goto bad;
+		m->nlive = 0;
+		zd->objects--;
+		zd->bytes -= ZDENSE_HUGE_LEN;
+		if (m->flags & ZB_ZOMBIE) {
+			m->ndead = 1; /* bytes kept for the zombie's holder */
+			goto unlock;
+		}
+		zd_lru_remove(zd, b);
+		zd_block_put(zd, b);
+		goto unlock;
+	}
 	s = zd_slot(zd, b, slot);
 	v = zd_hdr_len(s);
 	if (!(v & ZS_LEN_MASK) || (v & ZS_DEAD))
@@ -531,7 +595,13 @@ int zdense_zombify_lru(struct zdense *zd, bool pers, struct zalloc_victim *v)
 	v->frame = b;
 	v->frames = zd_classes[m->cls].frames;
 	v->n = 0;
-	for (slot = 0; slot < m->ninit; slot++) {
+	if (zd_is_huge(zd, b) && m->nlive) {
+		v->handle[0] = ZD_HANDLE(b, 0);
+		v->ref[0] = (struct zbud_ref){m->part[0], m->part[1]};
+		v->len[0] = ZDENSE_HUGE_LEN;
+		v->n = 1;
+	}
+	for (slot = 0; !zd_is_huge(zd, b) && slot < m->ninit; slot++) {
 		const unsigned char *s = zd_slot(zd, b, slot);
 		unsigned l = zd_hdr_len(s);
 
@@ -558,6 +628,16 @@ void zdense_zombie_done(struct zdense *zd, uint32_t b)
 		goto unlock;
 	}
 	m = &zd->blk[b];
+	if (zd_is_huge(zd, b)) {
+		m->ndead = 0;
+		m->flags &= (uint8_t)~ZB_ZOMBIE;
+		zd->zombies--;
+		if (m->nlive == 0)
+			zd_block_put(zd, b);
+		else
+			zd_lru_touch(zd, b);
+		goto unlock;
+	}
 	for (slot = 0; m->ndead && slot < m->ninit; slot++) {
 		unsigned char *s = zd_slot(zd, b, slot);
 

@@ -40,6 +40,12 @@
 #define ZDENSE_SLOTS_MAX   ZALLOC_VICTIM_MAX /* slots of one block, at most (7 bits) */
 /* The largest page: as zbud's, so both refuse the same pages. */
 #define ZDENSE_MAX_LEN ZBUD_BUDDY_MAX
+/*
+ * The huge class: a page that does not compress is stored raw, its 4096 bytes
+ * filling one frame (zram's huge class); a length of exactly 4096 means raw,
+ * as no compressed page is stored above ZDENSE_MAX_LEN.
+ */
+#define ZDENSE_HUGE_LEN ZDENSE_FRAME_SIZE
 /* Blocks are numbered in 31 bits (a handle is block << 7 | slot: 38 bits). */
 #define ZDENSE_UNITS_LIMIT (UINT32_MAX >> 1)
 
@@ -52,7 +58,8 @@ struct zdense *zdense_create(uint32_t max_frames);
 void zdense_destroy(struct zdense *zd);
 
 /*
- * Store len bytes (1..ZDENSE_MAX_LEN) as a new page of the given kind with
+ * Store len bytes (1..ZDENSE_MAX_LEN, or ZDENSE_HUGE_LEN: a raw page in a
+ * frame of its own) as a new page of the given kind with
  * back-reference ref; its block moves to the tail of its kind's LRU.
  * @return 0 with *handle set; -ENOSPC when no block of its class has a free
  * slot and a new block would pass the budget; -EINVAL on a bad len.

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # bench-nbd.sh BIN_DIR - the NBD frontend against nbdkit's memory plugin, same
 # machine, same run, both over a Unix socket, driven by fio's nbd engine:
-#   4 KiB random reads at iodepth 16     >= 0.8 x nbdkit (IOPS)
-#   4 KiB random writes at iodepth 1     >= 0.8 x nbdkit (IOPS)
-#   RAM per GiB stored on mixed data     <= 0.5 GiB (ramsterd's RSS delta
-#     after nbdcopy of 256 MiB of zeros, text and random; the random part goes
-#     to the export's backing file, as the tier refuses it)
+#   4 KiB random reads at iodepth 16     >= 0.8 x nbdkit (IOPS), on fio's
+#   4 KiB random writes at iodepth 1     >= 0.8 x nbdkit   60 %-compressible
+#     buffers and again on incompressible ones (--buffer_compress_percentage=0)
+#   RAM per GiB stored, every byte in RAM on both sides (no backing file: the
+#     tier keeps incompressible blocks raw), RSS deltas after nbdcopy of 256 MiB:
+#     mixed data (zeros, text, random)   <= 0.75 x nbdkit
+#     incompressible data (urandom)      <= 1.05 x nbdkit
 # The IOPS figures are medians over rounds; each round runs both servers one
 # after the other (the order alternating), and its ratio is taken within the
 # round, so a slow spell of this shared machine hits both sides of a ratio.
@@ -41,7 +43,9 @@ size = 1G
 
 [export mixed]
 size = 256M
-backing = $dir/mixed.img
+
+[export random]
+size = 256M
 EOF
 "$bin/ramsterd" --config "$dir/node.ini" --log-level warn 2>"$dir/ramsterd.log" &
 rpid=$!
@@ -52,19 +56,24 @@ pids+=($kpid)
 nbdkit -f -U "$dir/kit2.sock" memory 256M & # a fresh one for the RAM figure
 k2pid=$!
 pids+=($k2pid)
+nbdkit -f -U "$dir/kit3.sock" memory 256M & # and one for incompressible data
+k3pid=$!
+pids+=($k3pid)
 for _ in $(seq 100); do
-	[ -S "$dir/nbd.sock" ] && [ -S "$dir/kit.sock" ] && [ -S "$dir/kit2.sock" ] && break
+	[ -S "$dir/nbd.sock" ] && [ -S "$dir/kit.sock" ] && [ -S "$dir/kit2.sock" ] &&
+		[ -S "$dir/kit3.sock" ] && break
 	sleep 0.05
 done
 
 rss_kb() { awk '/^VmRSS/{print $2}' "/proc/$1/status"; }
 
-# fio JOB URI RW BS DEPTH [EXTRA...]: print IOPS
+# fio JOB URI RW BS DEPTH [EXTRA...]: print IOPS ($comp: buffer_compress_percentage)
+comp=60
 fio_iops() {
 	local name=$1 uri=$2 rw=$3 bs=$4 depth=$5
 	shift 5
 	fio --name="$name" --ioengine=nbd --uri="$uri" --rw="$rw" --bs="$bs" --iodepth="$depth" \
-		--size=256m --direct=1 --buffer_compress_percentage=60 --refill_buffers \
+		--size=256m --direct=1 --buffer_compress_percentage=$comp --refill_buffers \
 		--buffer_compress_chunk=512 --output-format=json "$@" >"$dir/$name.json" 2>"$dir/$name.err" ||
 		{ cat "$dir/$name.err" >&2; echo 0; return; }
 	python3 -c '
@@ -76,10 +85,11 @@ print(int(j["read"]["iops"] + j["write"]["iops"]))' "$dir/$name.json"
 
 R="nbd+unix:///b?socket=$dir/nbd.sock"
 K="nbd+unix:///?socket=$dir/kit.sock"
+# rounds: "rd_r rd_k wr_r wr_k" a line, in $dir/rounds (60 %) and $dir/rounds0 (0 %)
+for comp in 60 0; do
 # fill the region the reads hit, in both
 fio_iops fill-r "$R" write 1m 4 >/dev/null
 fio_iops fill-k "$K" write 1m 4 >/dev/null
-# rounds: "rd_r rd_k wr_r wr_k" a line
 for i in $(seq "$rounds"); do
 	rd() { fio_iops "rd-$1" "$2" randread 4k 16 --time_based --runtime="$secs"; }
 	wr() { fio_iops "wr-$1" "$2" randwrite 4k 1 --time_based --runtime="$secs"; }
@@ -88,8 +98,9 @@ for i in $(seq "$rounds"); do
 	else
 		b=$(rd k "$K"); a=$(rd r "$R"); d=$(wr k "$K"); c=$(wr r "$R")
 	fi
-	echo "$a $b $c $d" >>"$dir/rounds"
-	echo "bench-nbd: round $i/$rounds: randread $a vs $b, randwrite $c vs $d" >&2
+	echo "$a $b $c $d" >>"$dir/rounds$([ $comp = 0 ] && echo 0)"
+	echo "bench-nbd: ${comp}% compressible, round $i/$rounds: randread $a vs $b, randwrite $c vs $d" >&2
+done
 done
 
 # RAM per GiB stored: 256 MiB of 1 MiB runs of zeros, text, text, random
@@ -116,12 +127,17 @@ nbdcopy "$dir/data.img" "nbd+unix:///mixed?socket=$dir/nbd.sock" || echo "bench-
 nbdcopy "$dir/data.img" "nbd+unix:///?socket=$dir/kit2.sock" || echo "bench-nbd: nbdcopy to nbdkit failed"
 r1=$(rss_kb $rpid)
 k1=$(rss_kb $k2pid)
+head -c $((256 << 20)) /dev/urandom >"$dir/random.img"
+k2=$(rss_kb $k3pid)
+nbdcopy "$dir/random.img" "nbd+unix:///random?socket=$dir/nbd.sock" || echo "bench-nbd: nbdcopy to ramsterd failed"
+nbdcopy "$dir/random.img" "nbd+unix:///?socket=$dir/kit3.sock" || echo "bench-nbd: nbdcopy to nbdkit failed"
+r2=$(rss_kb $rpid)
+k3=$(rss_kb $k3pid)
 
-python3 - "$dir/rounds" "$secs" "$r0" "$r1" "$k0" "$k1" <<'EOF'
+python3 - "$dir/rounds" "$dir/rounds0" "$secs" "$r0" "$r1" "$k0" "$k1" "$r2" "$k2" "$k3" <<'EOF'
 import statistics, sys
-rows = [list(map(int, l.split())) for l in open(sys.argv[1]) if l.strip()]
-secs = sys.argv[2]
-r0, r1, k0, k1 = map(int, sys.argv[3:])
+secs = sys.argv[3]
+r0, r1, k0, k1, r2, k2, k3 = map(int, sys.argv[4:])
 def ratio(a, b):
     return a / b if b else 0.0
 def verdict(ok):
@@ -131,21 +147,27 @@ def med(col):
 def med_ratio(a, b):
     return statistics.median(ratio(r[a], r[b]) for r in rows)
 print("NBD frontend vs nbdkit memory (fio nbd engine, Unix socket, 4 KiB random;"
-      " medians of %d rounds of %s s runs)" % (len(rows), secs))
-print("  %-34s %10s %10s %7s" % ("", "ramsterd", "nbdkit", "ratio"))
-r = med_ratio(0, 1)
-print("  %-34s %10d %10d %7.2f  %s" % ("randread IOPS, iodepth 16", med(0), med(1), r, verdict(r >= 0.8)))
-w = med_ratio(2, 3)
-print("  %-34s %10d %10d %7.2f  %s" % ("randwrite IOPS, iodepth 1", med(2), med(3), w, verdict(w >= 0.8)))
-print("  (ratio = median of the rounds' ratios; per round: read %s, write %s)" % (
-    " ".join("%.2f" % ratio(x[0], x[1]) for x in rows),
-    " ".join("%.2f" % ratio(x[2], x[3]) for x in rows)))
+      " medians of rounds of %s s runs)" % secs)
+print("  %-40s %10s %10s %7s" % ("", "ramsterd", "nbdkit", "ratio"))
+for path, what in ((sys.argv[1], "60 % compressible"), (sys.argv[2], "incompressible")):
+    rows = [list(map(int, l.split())) for l in open(path) if l.strip()]
+    r = med_ratio(0, 1)
+    print("  %-40s %10d %10d %7.2f  %s" % ("randread IOPS, iodepth 16, " + what, med(0), med(1), r,
+                                           verdict(r >= 0.8)))
+    w = med_ratio(2, 3)
+    print("  %-40s %10d %10d %7.2f  %s" % ("randwrite IOPS, iodepth 1, " + what, med(2), med(3), w,
+                                           verdict(w >= 0.8)))
+    print("  (%d rounds; ratio = median of the rounds' ratios; per round: read %s, write %s)" % (
+        len(rows), " ".join("%.2f" % ratio(x[0], x[1]) for x in rows),
+        " ".join("%.2f" % ratio(x[2], x[3]) for x in rows)))
 gib = 256 / 1024
-per_r = (r1 - r0) / 1024 / 1024 / gib
-per_k = (k1 - k0) / 1024 / 1024 / gib
-print("  %-34s %10.3f %10.3f %7s  %s" % ("RAM GiB per GiB stored (mixed)", per_r, per_k, "",
-      verdict(per_r <= 0.5)))
-print("  (RSS delta over 256 MiB: ramsterd %.1f MiB, nbdkit %.1f MiB; random pages go to"
-      " ramsterd's backing file)" % ((r1 - r0) / 1024, (k1 - k0) / 1024))
+for what, dr, dk, floor in (("mixed", r1 - r0, k1 - k0, 0.75), ("incompressible", r2 - r1, k3 - k2, 1.05)):
+    per_r = dr / 1024 / 1024 / gib
+    per_k = dk / 1024 / 1024 / gib
+    x = ratio(per_r, per_k)
+    print("  %-40s %10.3f %10.3f %7.2f  %s" % ("RAM GiB per GiB stored, " + what, per_r, per_k, x,
+          verdict(x <= floor)))
+    print("  (RSS delta over 256 MiB: ramsterd %.1f MiB, nbdkit %.1f MiB; floor %.2f x nbdkit;"
+          " every byte in RAM on both sides)" % (dr / 1024, dk / 1024, floor))
 EOF
 exit 0

@@ -34,7 +34,7 @@ struct fake {
 
 static struct fake fk;
 
-static int fake_create(void *ctx, bool pers, const void *page, struct tmem_ref ref, uint64_t *pampd)
+static int fake_create(void *ctx, unsigned flags, const void *page, struct tmem_ref ref, uint64_t *pampd)
 {
 	struct fake *f = ctx;
 	void *copy;
@@ -321,10 +321,10 @@ static void test_replace(void **state)
 
 /* Evict the only page of an object from inside a put to that object. */
 static uint64_t last_pampd;
-static int capture_create(void *ctx, bool pers, const void *page, struct tmem_ref ref,
+static int capture_create(void *ctx, unsigned flags, const void *page, struct tmem_ref ref,
 			  uint64_t *pampd)
 {
-	int r = fake_create(ctx, pers, page, ref, pampd);
+	int r = fake_create(ctx, flags, page, ref, pampd);
 
 	if (r == 0)
 		last_pampd = *pampd;

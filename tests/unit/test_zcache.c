@@ -429,6 +429,123 @@ static void test_remote_round_trip(void **state)
 	zcache_destroy(z);
 }
 
+/*
+ * A TMEM_KEEP_ALL pool (NBD exports) keeps incompressible pages: raw, a frame
+ * each, with zdense (zbud has no huge class: refused as before); they round
+ * trip locally and through a peer (the remote descriptor's length 4096 says
+ * raw), and leave the mean of compressed persistent pages alone.
+ */
+static void test_keep_all_raw(void **state)
+{
+	struct zcache *z = mk(1);
+	struct tmem *t = zcache_tmem(z);
+	struct zcache_stats s;
+	static unsigned char saved[ZCACHE_OUT_MAX][PAGE];
+	unsigned char page[PAGE], got[PAGE];
+	unsigned lens[ZCACHE_OUT_MAX], n, i;
+	uint32_t idx[ZCACHE_OUT_MAX];
+	struct tmem_oid o = { { 9, 0, 0 } };
+	int p = tmem_pool_new(t, TMEM_PERSISTENT | TMEM_KEEP_ALL);
+	int plain = tmem_pool_new(t, TMEM_PERSISTENT);
+	uint64_t pampd;
+	bool home;
+
+	assert_true(p >= 0);
+	mkpage(page, 1, PAGE); /* random: does not compress */
+	assert_int_equal(tmem_put(t, plain, &o, 0, page), -E2BIG);
+	if (alloc_kind == ZALLOC_ZBUD) {
+		assert_int_equal(tmem_put(t, p, &o, 0, page), -E2BIG);
+		zcache_destroy(z);
+		return;
+	}
+	for (i = 0; i < 3; i++) {
+		mkpage(page, 10 + i, PAGE);
+		assert_int_equal(tmem_put(t, p, &o, i, page), 0);
+	}
+	/* 3600 noise bytes: above 7/8 compressed, raw too; 1000: compressed */
+	mkpage(page, 20, 3600);
+	assert_int_equal(tmem_put(t, p, &o, 3, page), 0);
+	mkpage(page, 21, 1000);
+	assert_int_equal(tmem_put(t, p, &o, 4, page), 0);
+	for (i = 0; i < 5; i++) {
+		mkpage(page, i < 3 ? 10 + i : 17 + i, i < 3 ? PAGE : i == 3 ? 3600 : 1000);
+		assert_int_equal(tmem_get(t, p, &o, i, got), 0);
+		assert_memory_equal(page, got, PAGE);
+	}
+	zcache_get_stats(z, &s);
+	assert_int_equal(s.raw_pages, 4);
+	assert_int_equal(s.raw_puts, 4);
+	assert_int_equal(s.refused_poor, 1); /* the plain pool's */
+	/* a duplicate put of a compressible page over a raw one frees the frame */
+	mkpage(page, 22, 500);
+	assert_int_equal(tmem_put(t, p, &o, 0, page), 0);
+	zcache_get_stats(z, &s);
+	assert_int_equal(s.raw_pages, 3);
+	assert_int_equal(tmem_flush_page(t, p, &o, 0), 0);
+	assert_int_equal(tmem_flush_page(t, p, &o, 4), 0);
+
+	/* to a peer and back: the oldest block is a raw page's frame */
+	memset(&coll, 0, sizeof(coll));
+	coll.alive = 1;
+	zcache_set_remote(z, &c_ops, NULL);
+	n = remotify_one(z, true, 5, saved, lens, idx);
+	assert_int_equal(n, 1);
+	assert_int_equal(lens[0], PAGE);
+	zcache_get_stats(z, &s);
+	assert_int_equal(s.raw_pages, 2);
+	assert_int_equal(s.remote_pages, 1);
+	assert_int_equal(tmem_get_ex(t, p, &o, idx[0], got, &pampd), -EREMOTE);
+	{
+		struct tmem_handle h = { (uint32_t)p, o, idx[0] };
+		struct replica_set rs;
+
+		assert_int_equal(zcache_remote_holders(z, pampd, &rs), 0);
+		assert_int_equal(rs.len, PAGE);
+		assert_int_equal(zcache_repatriate_finish(z, &h, pampd, &rs, false, 0, saved[0],
+							  lens[0], got, &home),
+				 0);
+		mkpage(page, 10 + idx[0], PAGE);
+		assert_memory_equal(page, got, PAGE);
+		assert_true(home);
+	}
+	zcache_get_stats(z, &s);
+	assert_int_equal(s.raw_pages, 3);
+	assert_int_equal(tmem_get(t, p, &o, idx[0], got), 0);
+	assert_memory_equal(page, got, PAGE);
+	assert_int_equal(tmem_pool_destroy(t, p), 0);
+	zcache_get_stats(z, &s);
+	assert_int_equal(s.raw_pages, 0);
+	assert_int_equal(s.frames, 0);
+	zcache_destroy(z);
+}
+
+/* A keep-all pool still fails when the budget is full (-ENOSPC), nothing else. */
+static void test_keep_all_full(void **state)
+{
+	struct zcache *z = mk(1); /* 256 frames */
+	struct tmem *t = zcache_tmem(z);
+	struct zcache_stats s;
+	unsigned char page[PAGE];
+	struct tmem_oid o = { { 9, 0, 0 } };
+	int p = tmem_pool_new(t, TMEM_PERSISTENT | TMEM_KEEP_ALL), rc = 0;
+	unsigned i;
+
+	if (alloc_kind == ZALLOC_ZBUD) {
+		zcache_destroy(z);
+		return;
+	}
+	for (i = 0; i < 300 && rc == 0; i++) {
+		mkpage(page, i, PAGE);
+		rc = tmem_put(t, p, &o, i, page);
+	}
+	assert_int_equal(rc, -ENOSPC);
+	assert_int_equal(i, 257);
+	zcache_get_stats(z, &s);
+	assert_int_equal(s.raw_pages, 256);
+	assert_int_equal(s.refused_nospace, 1);
+	zcache_destroy(z);
+}
+
 static void test_remote_flush_object_and_pool(void **state)
 {
 	struct zcache *z = mk(1);
@@ -728,6 +845,8 @@ static int run(const char *name, enum zalloc_kind k, enum compress_algo a)
 		cmocka_unit_test(test_replicated_pages),
 		cmocka_unit_test(test_remotify_many_pages_many_peers),
 		cmocka_unit_test(test_frames_reused),
+		cmocka_unit_test(test_keep_all_raw),
+		cmocka_unit_test(test_keep_all_full),
 	};
 
 	alloc_kind = k;

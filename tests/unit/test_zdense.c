@@ -31,7 +31,7 @@ static void fill(unsigned char *buf, unsigned len, uint32_t seed)
 
 static uint64_t put(struct zdense *zd, bool pers, unsigned len, uint32_t seed)
 {
-	unsigned char buf[ZDENSE_MAX_LEN];
+	unsigned char buf[ZDENSE_HUGE_LEN];
 	struct zbud_ref ref = {seed, seed + 1};
 	uint64_t h = UINT64_MAX;
 
@@ -42,7 +42,7 @@ static uint64_t put(struct zdense *zd, bool pers, unsigned len, uint32_t seed)
 
 static void check(struct zdense *zd, uint64_t h, unsigned len, uint32_t seed)
 {
-	unsigned char buf[ZDENSE_MAX_LEN];
+	unsigned char buf[ZDENSE_HUGE_LEN];
 	const void *p;
 	unsigned got = 0;
 
@@ -249,6 +249,74 @@ static void test_zombie_keeps_bytes(void **state)
 	zdense_destroy(zd);
 }
 
+/*
+ * The huge class: a raw 4096-byte page fills one frame (no header: its
+ * back-reference is in the block's metadata), is the unit of the LRU and of
+ * zombies like any block, and counts against the budget.
+ */
+static void test_huge(void **state)
+{
+	struct zdense *zd = zdense_create(4);
+	static struct zalloc_victim v;
+	struct zdense_class c;
+	struct zalloc_stats s;
+	unsigned char buf[ZDENSE_HUGE_LEN];
+	uint64_t h[4], x;
+	unsigned i;
+
+	assert_int_equal(zdense_class_of(ZDENSE_HUGE_LEN, &c), 0);
+	assert_int_equal(c.slot, ZDENSE_HUGE_LEN);
+	assert_int_equal(c.frames, 1);
+	assert_int_equal(c.slots, 1);
+	assert_int_equal(zdense_class_of(ZDENSE_HUGE_LEN - 1, &c), -EINVAL);
+	for (i = 0; i < 4; i++)
+		h[i] = put(zd, true, ZDENSE_HUGE_LEN, 40 + i);
+	fill(buf, ZDENSE_HUGE_LEN, 99);
+	assert_int_equal(zdense_store(zd, true, buf, ZDENSE_HUGE_LEN, (struct zbud_ref){1, 2}, &x),
+			 -ENOSPC);
+	s = stats(zd);
+	assert_int_equal(s.frames, 4);
+	assert_int_equal(s.frames_pers, 4);
+	assert_int_equal(s.objects, 4);
+	assert_int_equal(s.bytes, 4 * ZDENSE_HUGE_LEN);
+	for (i = 0; i < 4; i++)
+		check(zd, h[i], ZDENSE_HUGE_LEN, 40 + i);
+	/* the oldest first, with its back-reference and length */
+	assert_int_equal(zdense_zombify_lru(zd, true, &v), 0);
+	assert_int_equal(v.n, 1);
+	assert_int_equal(v.frames, 1);
+	assert_int_equal(v.handle[0], h[0]);
+	assert_int_equal(v.ref[0].objno, 40);
+	assert_int_equal(v.ref[0].index, 41);
+	assert_int_equal(v.len[0], ZDENSE_HUGE_LEN);
+	zdense_release(zd, h[0]);
+	check(zd, h[0], ZDENSE_HUGE_LEN, 40); /* a zombie keeps its bytes */
+	zdense_release(zd, h[0]);             /* twice: bad */
+	assert_int_equal(stats(zd).bad_handles, 1);
+	zdense_zombie_done(zd, v.frame);
+	assert_int_equal(stats(zd).frames, 3);
+	/* a live zombie goes back to the LRU's tail */
+	assert_int_equal(zdense_zombify_lru(zd, true, &v), 0);
+	assert_int_equal(v.handle[0], h[1]);
+	zdense_zombie_done(zd, v.frame);
+	assert_int_equal(zdense_zombify_lru(zd, true, &v), 0);
+	assert_int_equal(v.handle[0], h[2]);
+	zdense_zombie_done(zd, v.frame);
+	check(zd, h[1], ZDENSE_HUGE_LEN, 41);
+	/* the freed frame takes a compressed page's block as well */
+	x = put(zd, true, 1000, 7);
+	check(zd, x, 1000, 7);
+	zdense_release(zd, x);
+	for (i = 1; i < 4; i++)
+		zdense_release(zd, h[i]);
+	s = stats(zd);
+	assert_int_equal(s.frames, 0);
+	assert_int_equal(s.objects, 0);
+	assert_int_equal(s.bytes, 0);
+	assert_int_equal(s.bad_handles, 1);
+	zdense_destroy(zd);
+}
+
 static void test_bad_handles(void **state)
 {
 	struct zdense *zd = zdense_create(8);
@@ -404,6 +472,7 @@ int main(void)
 	    cmocka_unit_test(test_density),
 	    cmocka_unit_test(test_kinds_apart_and_lru),
 	    cmocka_unit_test(test_zombie_keeps_bytes),
+	    cmocka_unit_test(test_huge),
 	    cmocka_unit_test(test_bad_handles),
 	    cmocka_unit_test(test_budget),
 	    cmocka_unit_test(test_frames_reused),

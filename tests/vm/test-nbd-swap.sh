@@ -17,7 +17,7 @@
 # vm-timeout: 900
 bin=${RAMSTER_BIN:-build/bin}
 hog=${RAMSTER_MEMHOG:-$bin/../tests/vm/memhog}
-hog_mb=${RAMSTER_HOG_MB:-256}
+hog_mb=${RAMSTER_HOG_MB:-256}   # text pages; then RAMSTER_HOG_RANDOM_MB (128) of random ones
 limit_mb=${RAMSTER_HOG_LIMIT_MB:-64}
 
 [ "${RAMSTER_VM:-}" = 1 ] || { echo "runs inside the VM: tests/vm/run-vm.sh --mem 512 $0" >&2; exit 1; }
@@ -131,4 +131,22 @@ left=$(stat n1 tmem_pages)
 [ "${left:-$puts}" -le $((puts / 10)) ] &&
 	echo "ok   - after the hog exited, $left of $puts pages left in ramster (discard flushed the rest)" ||
 	{ echo "FAIL - $left of $puts pages still in ramster after the hog exited (discard)"; rc=1; }
+
+# Incompressible memory (encrypted, already compressed): random pages, kept
+# raw by the export (no backing file), every byte checked again.
+rand_mb=${RAMSTER_HOG_RANDOM_MB:-128}
+raw0=$(stat n1 tier_raw_puts)
+start=$(cut -d. -f1 /proc/uptime)
+if sh -c "echo \$\$ > $cg/hog/cgroup.procs && exec \"$hog\" $rand_mb 7 random"; then
+	echo "ok   - memhog $rand_mb MiB of random pages in a $limit_mb MiB cgroup verified ($(( $(cut -d. -f1 /proc/uptime) - start )) s)"
+else
+	echo "FAIL - memhog random"
+	rc=1
+	for n in n1 n2; do echo "# $n.log:"; tail -n 15 "$dir/$n.log" | sed 's/^/#   /'; done
+fi
+raw=$(( $(stat n1 tier_raw_puts) - ${raw0:-0} ))
+lost=$(stat n1 nbd_refused_lost)
+[ "$raw" -ge $(( (rand_mb - limit_mb) * 128 )) ] && [ "${lost:-1}" = 0 ] &&
+	echo "ok   - $raw incompressible pages kept raw, none refused (nbd_refused_lost 0)" ||
+	{ echo "FAIL - incompressible swap: $raw pages kept raw, nbd_refused_lost ${lost:-?}"; rc=1; }
 exit $rc
