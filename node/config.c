@@ -276,6 +276,18 @@ static int cluster_rereplicate_rate(struct config_parse *p, const char *key, con
 	return config_u32(p, key, v, 1, 1000000, &p->c->rereplicate_rate);
 }
 
+/* link_security: secure (frames and pages encrypted and authenticated) or integrity (MAC only). */
+static int cluster_link_security(struct config_parse *p, const char *key, const char *v)
+{
+	if (!strcmp(v, "secure"))
+		p->c->link_integrity_only = false;
+	else if (!strcmp(v, "integrity"))
+		p->c->link_integrity_only = true;
+	else
+		return config_fail(p, "%s: '%s' is not secure or integrity", key, v);
+	return 0;
+}
+
 static int cluster_replicas(struct config_parse *p, const char *key, const char *v)
 {
 	p->replicas_line = p->lineno;
@@ -462,6 +474,7 @@ static const struct config_key cluster_keys[] = {
     {"heartbeat_ms", cluster_heartbeat},
     {"dead_after_ms", cluster_dead_after},
     {"replicas", cluster_replicas},
+    {"link_security", cluster_link_security},
     {"rereplicate_rate", cluster_rereplicate_rate},
     {"high_watermark", cluster_high_watermark},
     {"low_watermark", cluster_low_watermark},

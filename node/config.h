@@ -72,6 +72,7 @@ struct config {
 	uint32_t heartbeat_ms;          /* default 100 */
 	uint32_t dead_after_ms;         /* default 1000 */
 	uint32_t replicas;              /* copies of a remote persistent page (default 1) */
+	bool link_integrity_only;       /* link_security = integrity: MAC, no encryption (default secure) */
 	uint32_t rereplicate_rate;      /* copies re-made a second at most (default 2000) */
 	uint32_t high_watermark_pct;    /* remotify above this % of local_mb (default 90) */
 	uint32_t low_watermark_pct;     /* ... until below this (default 80) */

@@ -134,7 +134,7 @@ void peer_flush(struct cluster_peer *p)
 	int err;
 
 	while (p->link && (r = p->unsent)) {
-		err = transport_send(p->link->conn, r->data, r->len, r->payload, r->plen);
+		err = link_send(p->link, r->data, r->len, r->payload, r->plen);
 		if (err) {
 			if (err == -EAGAIN)
 				c->st.send_full++;
@@ -278,7 +278,7 @@ int cluster_reply(struct cluster *c, uint32_t node, uint64_t seq, int result,
 		c->st.replies_dropped++;
 		return -ENOTCONN;
 	}
-	err = transport_send(p->link->conn, buf, (size_t)n, payload, plen);
+	err = link_send(p->link, buf, (size_t)n, payload, plen);
 	if (err) {
 		c->st.replies_dropped++;
 		return err;
