@@ -913,5 +913,19 @@ int config_env_read(struct config_env *e, char *err, size_t errlen)
 		e->rdma_read = !strcmp(v, "1");
 	}
 	e->no_memlock = getenv("RAMSTER_NO_MEMLOCK") != NULL;
+	v = getenv("RAMSTER_TEST_HOLDER_LIE");
+	if (v && *v) {
+		if (!strcmp(v, "other"))
+			e->holder_lie = HOLDER_LIE_OTHER;
+		else if (!strcmp(v, "old"))
+			e->holder_lie = HOLDER_LIE_OLD;
+		else if (!strcmp(v, "garbage"))
+			e->holder_lie = HOLDER_LIE_GARBAGE;
+		else {
+			snprintf(err, errlen,
+				 "RAMSTER_TEST_HOLDER_LIE: '%s' is not other, old or garbage", v);
+			return -EINVAL;
+		}
+	}
 	return 0;
 }

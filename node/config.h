@@ -52,8 +52,12 @@ struct config_export {
 /*
  * The environment knobs of ramsterd, read once at start (config_env_read)
  * and nowhere else: RAMSTER_SOCKET, RAMSTER_BUSY_POLL_US,
- * RAMSTER_FRAME_TIMEOUT_MS, RAMSTER_RDMA_READ, RAMSTER_NO_MEMLOCK.
+ * RAMSTER_FRAME_TIMEOUT_MS, RAMSTER_RDMA_READ, RAMSTER_NO_MEMLOCK, and for the
+ * hostile tests only RAMSTER_TEST_HOLDER_LIE (other, old or garbage: as a holder
+ * this node answers gets with another page, the first version it held, or
+ * changed bytes; docs/security.md).
  */
+enum { HOLDER_LIE_NONE, HOLDER_LIE_OTHER, HOLDER_LIE_OLD, HOLDER_LIE_GARBAGE };
 struct config_env {
 	char socket[CONFIG_PATH_MAX];   /* "" = unset */
 	bool has_busy_poll;
@@ -61,6 +65,7 @@ struct config_env {
 	uint32_t frame_timeout_ms;      /* a client frame's limit to arrive whole (default 30000) */
 	bool rdma_read;                 /* one-sided repatriate reads (default true) */
 	bool no_memlock;                /* skip mlockall and the I/O flusher mark */
+	int holder_lie;                 /* HOLDER_LIE_*: test only */
 };
 
 struct config {

@@ -175,8 +175,9 @@ static void page_commit(struct rpage *p)
 	struct zcache_out_page *op = &job->out.p[p->i];
 	int rc;
 
+	/* the descriptor keeps the compressed length and the seal's version (seal.h) */
 	p->set.len = op->len;
-	p->set.checksum = op->checksum;
+	p->set.checksum = job->version[p->i];
 	rc = zcache_remotify_commit(r->z, &job->out, p->i, &p->set);
 	if (rc == 0) {
 		r->pages_placed++;
@@ -238,8 +239,8 @@ static void page_send(struct rpage *p)
 	uint64_t held = set_mask(&p->set), exclude = p->tried | held;
 	int rc;
 
-	rc = remote_copy_send(p->job->r, &op->h, op->pers, op->data, op->len, op->checksum, &exclude,
-		       &p->tries, REMOTIFY_TRIES + p->want - 1, &p->node, put_cb, p);
+	rc = remote_copy_send(p->job->r, &op->h, op->pers, p->job->blob[p->i], p->job->blen[p->i],
+			      &exclude, &p->tries, REMOTIFY_TRIES + p->want - 1, &p->node, put_cb, p);
 	p->tried = exclude & ~held;
 	if (rc)
 		page_failed(p);
@@ -281,6 +282,20 @@ static void jobs_cb(void *arg, struct handoff_item *list)
 }
 
 /* ---- remotify: the thread ------------------------------------------------------------------ */
+
+/* Seal the frame's pages for their holders (seal.h): on the thread, off the loop. */
+static void job_seal(struct remote *r, struct rjob *job)
+{
+	unsigned i;
+
+	for (i = 0; i < job->out.n; i++) {
+		struct zcache_out_page *op = &job->out.p[i];
+
+		if (op->resolved && op->len <= SEAL_PAGE_MAX) /* zbud's pages are at most a page */
+			job->blen[i] = seal_page(r->seal, &op->h, op->data, op->len, job->blob[i],
+						 &job->version[i]);
+	}
+}
 
 static void cond_wait_ms(struct remote *r, unsigned ms)
 {
@@ -326,6 +341,8 @@ static void *remotify_main(void *arg)
 				got = zcache_remotify_take(r->z, true, &job->out);
 			pers_first = !pers_first;
 		}
+		if (job && !got)
+			job_seal(r, job);
 		pthread_mutex_lock(&r->th.lock);
 		if (!job || got) {
 			free(job);
