@@ -64,6 +64,7 @@ struct cluster_req {
 	cluster_reply_fn cb;
 	void *arg;
 	unsigned sends; /* times written to a link */
+	bool sealed_pay; /* the payload is a sealed page (P_PUT, P_RETURN): MAC'd, not encrypted again */
 	size_t len, plen;
 	uint8_t *payload; /* in data after the message; NULL when plen is 0 */
 	uint8_t data[];	  /* the packed message, then the payload */
@@ -219,7 +220,7 @@ struct cluster_link *link_new(struct cluster *c, struct tconn *conn,
 				     struct cluster_peer *peer, bool outbound);
 int link_send_msg(struct cluster_link *l, const Ramster__Peer__Msg *m);
 int link_send(struct cluster_link *l, const void *msg, size_t len, const void *payload,
-	      size_t plen);
+	      size_t plen, bool sealed_pay);
 void cluster_on_accept(void *arg, struct tconn *conn);
 void cluster_on_connect(void *arg, struct tconn *conn, int err);
 int cluster_on_message(void *arg, struct tconn *conn, const uint8_t *msg, size_t len,

@@ -98,11 +98,13 @@ struct cluster_link *link_new(struct cluster *c, struct tconn *conn,
 
 /*
  * Send one frame on l: in the clear during the handshake, sealed (linkcrypt.h)
- * once l is up. @return 0, or -errno from the transport (the frame did not
+ * once l is up. sealed_pay: the payload is a sealed page (node/seal.h),
+ * already encrypted by its owner: the link MACs it and does not encrypt it
+ * again. @return 0, or -errno from the transport (the frame did not
  * leave: its counter is used again by the next frame).
  */
 int link_send(struct cluster_link *l, const void *msg, size_t len, const void *payload,
-	      size_t plen)
+	      size_t plen, bool sealed_pay)
 {
 	struct cluster *c = l->c;
 	const uint8_t *pay;
@@ -113,7 +115,7 @@ int link_send(struct cluster_link *l, const void *msg, size_t len, const void *p
 		return transport_send(l->conn, msg, len, payload, plen);
 	if (len + LC_OVERHEAD > sizeof(c->txmsg) || plen > sizeof(c->txpay))
 		return -EMSGSIZE;
-	n = lc_seal(&l->lc, msg, len, payload, plen, c->txmsg, c->txpay, &pay);
+	n = lc_seal(&l->lc, msg, len, payload, plen, sealed_pay, c->txmsg, c->txpay, &pay);
 	err = transport_send(l->conn, c->txmsg, n, pay, plen);
 	if (!err)
 		lc_sent(&l->lc);
@@ -128,7 +130,7 @@ int link_send_msg(struct cluster_link *l, const Ramster__Peer__Msg *m)
 
 	if (n < 0)
 		return n;
-	return link_send(l, buf, (size_t)n, NULL, 0);
+	return link_send(l, buf, (size_t)n, NULL, 0, false);
 }
 
 static int link_send_hello(struct cluster_link *l)

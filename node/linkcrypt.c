@@ -56,11 +56,17 @@ static void lc_nonce(uint8_t n[LC_NONCE_MAX], uint64_t ctr, uint8_t part)
 	n[8] = part;
 }
 
+/* libsodium wants a ciphertext pointer even for nothing to encrypt */
+static uint8_t lc_none[1];
+
 /* Encrypt m (mlen; may be 0) into c with associated data ad; tag to mac. */
 static void lc_enc(const struct lc_link *k, const struct lc_dir *d, uint8_t part, uint8_t *c,
 		   uint8_t *mac, const uint8_t *m, size_t mlen, const uint8_t *ad, size_t adlen)
 {
 	uint8_t n[LC_NONCE_MAX];
+
+	if (!c)
+		c = lc_none;
 
 	lc_nonce(n, d->ctr, part);
 	if (k->aes)
@@ -78,6 +84,9 @@ static int lc_dec(const struct lc_link *k, const struct lc_dir *d, uint8_t part,
 {
 	uint8_t n[LC_NONCE_MAX];
 
+	if (!c)
+		c = lc_none;
+
 	lc_nonce(n, d->ctr, part);
 	if (k->aes)
 		return crypto_aead_aes256gcm_decrypt_detached_afternm(m, NULL, c, clen, mac, ad,
@@ -87,20 +96,25 @@ static int lc_dec(const struct lc_link *k, const struct lc_dir *d, uint8_t part,
 }
 
 size_t lc_seal(const struct lc_link *k, const uint8_t *msg, size_t len, const uint8_t *payload,
-	       size_t plen, uint8_t *out, uint8_t *pout, const uint8_t **pay)
+	       size_t plen, bool sealed_pay, uint8_t *out, uint8_t *pout, const uint8_t **pay)
 {
-	uint8_t *tag_p = out + len, *tag_m = out + len + LC_TAG_LEN;
+	uint8_t *flag = out + len, *tag_p = flag + 1, *tag_m = tag_p + LC_TAG_LEN;
+	bool mac_only = k->integrity || sealed_pay;
 
-	if (k->integrity) {
+	*flag = mac_only;
+	if (mac_only) {
 		lc_enc(k, &k->tx, 1, NULL, tag_p, NULL, 0, payload, plen);
-		if (out != msg)
-			memmove(out, msg, len);
-		lc_enc(k, &k->tx, 0, NULL, tag_m, NULL, 0, out, len + LC_TAG_LEN);
 		*pay = payload;
 	} else {
 		lc_enc(k, &k->tx, 1, pout, tag_p, payload, plen, NULL, 0);
-		lc_enc(k, &k->tx, 0, out, tag_m, msg, len, tag_p, LC_TAG_LEN);
 		*pay = plen ? pout : NULL;
+	}
+	if (k->integrity) {
+		if (out != msg)
+			memmove(out, msg, len);
+		lc_enc(k, &k->tx, 0, NULL, tag_m, NULL, 0, out, len + 1 + LC_TAG_LEN);
+	} else {
+		lc_enc(k, &k->tx, 0, out, tag_m, msg, len, flag, 1 + LC_TAG_LEN);
 	}
 	return len + LC_OVERHEAD;
 }
@@ -114,25 +128,34 @@ int lc_open(struct lc_link *k, const uint8_t *in, size_t inlen, const uint8_t *p
 	    size_t plen, uint8_t *mout, uint8_t *pout, const uint8_t **msg, size_t *len,
 	    const uint8_t **pay)
 {
-	const uint8_t *tag_p, *tag_m;
+	const uint8_t *flag, *tag_p, *tag_m;
 	size_t n;
 
 	if (inlen < LC_OVERHEAD)
 		return -EBADMSG;
 	n = inlen - LC_OVERHEAD;
-	tag_p = in + n;
+	flag = in + n;
+	tag_p = flag + 1;
 	tag_m = tag_p + LC_TAG_LEN;
+	if (*flag > 1 || (k->integrity && !*flag))
+		return -EBADMSG;
+	/* the message first: its tag covers the flag and the payload's tag */
 	if (k->integrity) {
-		if (lc_dec(k, &k->rx, 0, NULL, NULL, 0, tag_m, in, n + LC_TAG_LEN) ||
-		    lc_dec(k, &k->rx, 1, NULL, NULL, 0, tag_p, payload, plen))
+		if (lc_dec(k, &k->rx, 0, mout, in, 0, tag_m, in, n + 1 + LC_TAG_LEN))
 			return -EBADMSG;
 		*msg = in;
-		*pay = plen ? payload : NULL;
 	} else {
-		if (lc_dec(k, &k->rx, 0, mout, in, n, tag_m, tag_p, LC_TAG_LEN) ||
-		    lc_dec(k, &k->rx, 1, pout, payload, plen, tag_p, NULL, 0))
+		if (lc_dec(k, &k->rx, 0, mout, in, n, tag_m, flag, 1 + LC_TAG_LEN))
 			return -EBADMSG;
 		*msg = mout;
+	}
+	if (*flag) {
+		if (lc_dec(k, &k->rx, 1, pout, payload, 0, tag_p, payload, plen))
+			return -EBADMSG;
+		*pay = plen ? payload : NULL;
+	} else {
+		if (lc_dec(k, &k->rx, 1, pout, payload, plen, tag_p, NULL, 0))
+			return -EBADMSG;
 		*pay = plen ? pout : NULL;
 	}
 	*len = n;

@@ -154,5 +154,8 @@ echo "  (at $big pages: $(json inproc_putget_pps "$dir/big.json") put+get pages/
 echo
 "$(dirname "$0")/bench-collective.sh" "$bin" || exit 1
 echo
+# the cost of sealed pages and AEAD links: secure vs integrity (vs a previous build)
+"$(dirname "$0")/bench-security.sh" "$bin" || exit 1
+echo
 "$(dirname "$0")/bench-nbd.sh" "$bin" || exit 1 # the NBD frontend vs nbdkit memory
 exit 0

@@ -4,7 +4,8 @@
  * meets.
  *
  * An input is a control byte (bit 0: AES-256-GCM if the CPU has it, bit 1:
- * integrity mode), a 2-byte little-endian split, then bytes. Two things are
+ * integrity mode, bit 2: the payload is a sealed page, MAC'd only), a 2-byte
+ * little-endian split, then bytes. Two things are
  * checked with fixed link keys:
  *   1. the bytes as a received frame (msg part = the first split bytes, the
  *      rest the payload): lc_open must refuse it (a forger without the key
@@ -41,12 +42,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct lc_link tx, rx, rx2;
 	const uint8_t *msg, *pay, *sp;
 	size_t split, len, plen, n, bit;
-	bool aes, integrity;
+	bool aes, integrity, sealed_pay;
 
 	if (size < 3 || sodium_init() < 0)
 		return 0;
 	aes = (data[0] & 1) && (lc_ciphers() & LC_CIPHER_AES);
 	integrity = data[0] & 2;
+	sealed_pay = data[0] & 4;
 	split = (size_t)data[1] | (size_t)data[2] << 8;
 	data += 3;
 	size -= 3;
@@ -65,7 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_assert(rx2.rx.ctr == 0);
 
 	/* 2: sealed by the sender: opens once, whole; a flipped bit or a replay does not */
-	n = lc_seal(&tx, data, split, data + split, plen, sealed, spay, &sp);
+	n = lc_seal(&tx, data, split, data + split, plen, sealed_pay, sealed, spay, &sp);
 	fuzz_assert(n == split + LC_OVERHEAD);
 	lc_sent(&tx);
 	if (plen)

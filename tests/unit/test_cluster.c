@@ -861,7 +861,7 @@ static void raw_psend(struct raw *r, const Ramster__Peer__Msg *m, const uint8_t 
 
 	assert_true(n > 0);
 	if (r->up) {
-		len = lc_seal(&r->lc, msg, (size_t)n, payload, plen, out, out + n + LC_OVERHEAD,
+		len = lc_seal(&r->lc, msg, (size_t)n, payload, plen, false, out, out + n + LC_OVERHEAD,
 			      &pay);
 		lc_sent(&r->lc);
 	} else {

@@ -38,13 +38,16 @@ struct frame {
 	size_t len, plen;
 };
 
+static bool sealed_pay; /* the next seal's payload is a sealed page: MAC'd only */
+
 static void seal(struct lc_link *k, struct frame *f, const char *msg, const uint8_t *pay,
 		 size_t plen)
 {
 	uint8_t pout[4096];
 	const uint8_t *out;
 
-	f->len = lc_seal(k, (const uint8_t *)msg, strlen(msg), pay, plen, f->m, pout, &out);
+	f->len = lc_seal(k, (const uint8_t *)msg, strlen(msg), pay, plen, sealed_pay, f->m, pout,
+			 &out);
 	f->plen = plen;
 	if (plen)
 		memcpy(f->p, out, plen);
@@ -90,10 +93,28 @@ static void one_case(bool aes, bool integrity)
 	assert_int_equal(open_frame(&p.d, &g, msg, back), 0);
 	assert_string_equal(msg, "hello dialer");
 
+	/* a payload that is a sealed page already: MAC'd, not encrypted twice; still checked */
+	sealed_pay = true;
+	seal(&p.d, &g, "a sealed page", page, sizeof(page));
+	sealed_pay = false;
+	assert_memory_equal(g.p, page, sizeof(page));
+	h = g;
+	h.p[100] ^= 1;
+	save = p.a;
+	assert_int_equal(open_frame(&save, &h, msg, back), -EBADMSG);
+	h = g;
+	h.m[strlen("a sealed page")] ^= 1; /* the flag: claim it was encrypted */
+	save = p.a;
+	assert_int_equal(open_frame(&save, &h, msg, back), -EBADMSG);
+	assert_int_equal(open_frame(&p.a, &g, msg, back), 0);
+	assert_memory_equal(back, page, sizeof(page));
+	assert_string_equal(msg, "a sealed page");
+
 	/* on the wire: secure hides the page and the message; integrity does not */
 	seal(&p.d, &f, "TOPSECRET in the message", page, sizeof(page));
 	assert_true((memmem(f.p, f.plen, marker, strlen(marker)) != NULL) == integrity);
 	assert_true((memmem(f.m, f.len, "TOPSECRET", 9) != NULL) == integrity);
+
 
 	/* a replay (the frame just opened) fails */
 	save = p.a;
