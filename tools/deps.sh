@@ -10,7 +10,7 @@ pkgs=(
 	libsodium-dev libinih-dev libcmocka-dev
 	libibverbs-dev librdmacm-dev
 	iproute2 procps psmisc memcached
-	libnbd-bin python3-libnbd nbdkit fio qemu-utils socat
+	libnbd-bin python3 python3-libnbd nbdkit fio qemu-utils socat
 )
 
 missing=()
