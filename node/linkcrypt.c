@@ -91,8 +91,8 @@ static int lc_dec(const struct lc_link *k, const struct lc_dir *d, uint8_t part,
 	if (k->aes)
 		return crypto_aead_aes256gcm_decrypt_detached_afternm(m, NULL, c, clen, mac, ad,
 								      adlen, n, &d->aes);
-	return crypto_aead_xchacha20poly1305_ietf_decrypt_detached(m, NULL, c, clen, mac, ad,
-								   adlen, n, d->key);
+	return crypto_aead_xchacha20poly1305_ietf_decrypt_detached(m, NULL, c, clen, mac, ad, adlen,
+								   n, d->key);
 }
 
 size_t lc_seal(const struct lc_link *k, const uint8_t *msg, size_t len, const uint8_t *payload,
@@ -124,9 +124,8 @@ void lc_sent(struct lc_link *k)
 	k->tx.ctr++;
 }
 
-int lc_open(struct lc_link *k, const uint8_t *in, size_t inlen, const uint8_t *payload,
-	    size_t plen, uint8_t *mout, uint8_t *pout, const uint8_t **msg, size_t *len,
-	    const uint8_t **pay)
+int lc_open(struct lc_link *k, const uint8_t *in, size_t inlen, const uint8_t *payload, size_t plen,
+	    uint8_t *mout, uint8_t *pout, const uint8_t **msg, size_t *len, const uint8_t **pay)
 {
 	const uint8_t *flag, *tag_p, *tag_m;
 	size_t n;

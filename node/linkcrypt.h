@@ -30,9 +30,9 @@
 
 #include <sodium.h>
 
-#define LC_TAG_LEN 16
-#define LC_OVERHEAD (1 + 2 * LC_TAG_LEN) /* bytes a sealed frame's msg part grows by */
-#define LC_KEY_LEN 32
+#define LC_TAG_LEN    16
+#define LC_OVERHEAD   (1 + 2 * LC_TAG_LEN) /* bytes a sealed frame's msg part grows by */
+#define LC_KEY_LEN    32
 #define LC_CIPHER_AES 1u /* Hello.ciphers bit */
 
 enum lc_security { LC_SECURE = 1, LC_INTEGRITY = 2 }; /* Hello.security */
@@ -87,8 +87,7 @@ void lc_sent(struct lc_link *k);
  * sent MAC'd only). @return 0 with *msg,
  * *len, *pay set, or -EBADMSG (the link must close).
  */
-int lc_open(struct lc_link *k, const uint8_t *in, size_t inlen, const uint8_t *payload,
-	    size_t plen, uint8_t *mout, uint8_t *pout, const uint8_t **msg, size_t *len,
-	    const uint8_t **pay);
+int lc_open(struct lc_link *k, const uint8_t *in, size_t inlen, const uint8_t *payload, size_t plen,
+	    uint8_t *mout, uint8_t *pout, const uint8_t **msg, size_t *len, const uint8_t **pay);
 
 #endif /* RAMSTER_NODE_LINKCRYPT_H */

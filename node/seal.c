@@ -13,9 +13,9 @@
 
 #include "node/seal.h"
 
-#define SEAL_LABEL "ramster-page-v1"
-#define SEAL_AD_LEN (sizeof(SEAL_LABEL) - 1 + 4 + 4 + 24 + 4 + 8 + 4)
-#define SEAL_TAG 16
+#define SEAL_LABEL     "ramster-page-v1"
+#define SEAL_AD_LEN    (sizeof(SEAL_LABEL) - 1 + 4 + 4 + 24 + 4 + 8 + 4)
+#define SEAL_TAG       16
 #define SEAL_NONCE_MAX crypto_aead_xchacha20poly1305_ietf_NPUBBYTES
 
 _Static_assert(crypto_aead_aes256gcm_ABYTES == SEAL_TAG, "gcm tag");
@@ -80,8 +80,8 @@ static uint64_t get_le64(const uint8_t *p)
 	return v;
 }
 
-static void seal_ad(const struct seal *s, const struct tmem_handle *h, uint64_t version,
-		    size_t len, uint8_t ad[SEAL_AD_LEN])
+static void seal_ad(const struct seal *s, const struct tmem_handle *h, uint64_t version, size_t len,
+		    uint8_t ad[SEAL_AD_LEN])
 {
 	size_t n = sizeof(SEAL_LABEL) - 1;
 
@@ -118,12 +118,11 @@ size_t seal_page(struct seal *s, const struct tmem_handle *h, const void *data, 
 		mlen = 0;
 	}
 	if (s->use_aes)
-		crypto_aead_aes256gcm_encrypt_detached_afternm(body, tag,
-							       NULL, m, mlen, ad, adlen, NULL,
-							       nonce, &s->aes);
+		crypto_aead_aes256gcm_encrypt_detached_afternm(body, tag, NULL, m, mlen, ad, adlen,
+							       NULL, nonce, &s->aes);
 	else
-		crypto_aead_xchacha20poly1305_ietf_encrypt_detached(body, tag, NULL, m, mlen, ad, adlen,
-								    NULL, nonce, s->key);
+		crypto_aead_xchacha20poly1305_ietf_encrypt_detached(body, tag, NULL, m, mlen, ad,
+								    adlen, NULL, nonce, s->key);
 	*version = (uint32_t)v;
 	return len + SEAL_OVERHEAD;
 }

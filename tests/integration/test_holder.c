@@ -26,7 +26,7 @@
 
 #include "harness.h"
 
-#define PAGE 4096
+#define PAGE  4096
 #define PAGES 3072 /* 6x alpha's 1 MiB tier */
 
 static const char *const names[3] = {"alpha", "beta", "gamma"};
@@ -72,12 +72,15 @@ static void start_all(struct holder_test *t, int nodes, const char *lie)
 
 	t->nodes = nodes;
 	assert_non_null(f);
-	fprintf(f, "[cluster]\nname = holder\nsecret_file = %s\nheartbeat_ms = 100\n"
-		   "dead_after_ms = %d\nreplicas = %d\n",
+	fprintf(f,
+		"[cluster]\nname = holder\nsecret_file = %s\nheartbeat_ms = 100\n"
+		"dead_after_ms = %d\nreplicas = %d\n",
 		t->key, 3000 * SLOW, nodes - 1);
 	for (i = 0; i < nodes; i++)
-		fprintf(f, "\n[node %s]\nid = %d\naddress = 127.0.0.1:%d\nlocal_mb = %d\ndonate_mb = %d\n",
-			names[i], i + 1, t->port + i, i ? 16 : 1, i ? 64 : 0);
+		fprintf(
+		    f,
+		    "\n[node %s]\nid = %d\naddress = 127.0.0.1:%d\nlocal_mb = %d\ndonate_mb = %d\n",
+		    names[i], i + 1, t->port + i, i ? 16 : 1, i ? 64 : 0);
 	fclose(f);
 	for (i = nodes - 1; i >= 0; i--) {
 		t->args[i][0] = "--config";
@@ -203,7 +206,8 @@ static void one_liar(void **state, const char *lie)
 		wait_remote(t);
 	}
 	eio = get_all(r, pool, strcmp(lie, "old") ? 1 : 2);
-	fprintf(stderr, "holder lies %s: %llu gets -EIO, alpha's seal failures %llu, beta's lies %llu\n",
+	fprintf(stderr,
+		"holder lies %s: %llu gets -EIO, alpha's seal failures %llu, beta's lies %llu\n",
 		lie, (unsigned long long)eio,
 		(unsigned long long)stat_of(t, 0, "remote_seal_failures"),
 		(unsigned long long)stat_of(t, 1, "remote_holder_lies"));
@@ -278,7 +282,8 @@ static void test_lie_fallover(void **state)
 	assert_int_equal(get_all(r, pool, 1), 0);
 	k.stop = 1;
 	pthread_join(th, NULL);
-	fprintf(stderr, "holder lies with a second copy: %u cuts, seal failures %llu, fallovers %llu\n",
+	fprintf(stderr,
+		"holder lies with a second copy: %u cuts, seal failures %llu, fallovers %llu\n",
 		k.cuts, (unsigned long long)stat_of(t, 0, "remote_seal_failures"),
 		(unsigned long long)stat_of(t, 0, "remote_get_fallovers"));
 	assert_true(stat_of(t, 0, "remote_seal_failures") > 0);

@@ -31,8 +31,8 @@
 
 #include "harness.h"
 
-#define PAGE 4096
-#define PAGES 3072 /* 6x alpha's 1 MiB tier: most of it has to go to beta */
+#define PAGE   4096
+#define PAGES  3072 /* 6x alpha's 1 MiB tier: most of it has to go to beta */
 #define MARKER "TOPSECRET card"
 
 struct relay_test {
@@ -65,10 +65,10 @@ static void marker_page(unsigned char *page, uint64_t seed)
 
 	while (n < PAGE) {
 		char line[96];
-		int k = snprintf(line, sizeof(line), MARKER " %016llx holder %llu expires %02llu/%02llu\n",
-				 (unsigned long long)(seed * 7919 + i * 104729),
-				 (unsigned long long)(seed ^ i), (unsigned long long)(i % 12 + 1),
-				 (unsigned long long)(seed % 30 + 20));
+		int k = snprintf(
+		    line, sizeof(line), MARKER " %016llx holder %llu expires %02llu/%02llu\n",
+		    (unsigned long long)(seed * 7919 + i * 104729), (unsigned long long)(seed ^ i),
+		    (unsigned long long)(i % 12 + 1), (unsigned long long)(seed % 30 + 20));
 
 		memcpy(page + n, line, n + (size_t)k > PAGE ? PAGE - n : (size_t)k);
 		n += (size_t)k;
@@ -118,7 +118,8 @@ static int wait_up(struct relay_test *t, unsigned ms)
 	uint64_t end = harness_now_ms() + ms;
 
 	do {
-		if (stat_of(t, 0, "cluster_links_up") == 1 && stat_of(t, 1, "cluster_links_up") == 1)
+		if (stat_of(t, 0, "cluster_links_up") == 1 &&
+		    stat_of(t, 1, "cluster_links_up") == 1)
 			return 0;
 		usleep(20000);
 	} while (harness_now_ms() < end);
@@ -283,8 +284,9 @@ static void attack(void **state, const char *mode)
 	       !(fails = stat_of(t, 1, "cluster_frame_auth_failures")))
 		usleep(50000);
 	hits = capture_hits(t, &bytes);
-	fprintf(stderr, "relay %s: %llu pages remote, beta's frame_auth_failures %llu, "
-			"alpha's links lost %llu; capture %zu bytes, %zu markers\n",
+	fprintf(stderr,
+		"relay %s: %llu pages remote, beta's frame_auth_failures %llu, "
+		"alpha's links lost %llu; capture %zu bytes, %zu markers\n",
 		mode, (unsigned long long)remote, (unsigned long long)fails,
 		(unsigned long long)stat_of(t, 0, "cluster_links_lost"), bytes, hits);
 	assert_true(bytes > (size_t)PAGES * 256); /* the pages' bytes did pass */

@@ -46,8 +46,8 @@ static void seal(struct lc_link *k, struct frame *f, const char *msg, const uint
 	uint8_t pout[4096];
 	const uint8_t *out;
 
-	f->len = lc_seal(k, (const uint8_t *)msg, strlen(msg), pay, plen, sealed_pay, f->m, pout,
-			 &out);
+	f->len =
+	    lc_seal(k, (const uint8_t *)msg, strlen(msg), pay, plen, sealed_pay, f->m, pout, &out);
 	f->plen = plen;
 	if (plen)
 		memcpy(f->p, out, plen);
@@ -79,8 +79,8 @@ static void one_case(bool aes, bool integrity)
 	struct lc_link save;
 
 	for (size_t i = 0; i < sizeof(page); i += sizeof(marker))
-		memcpy(page + i, marker, sizeof(page) - i < sizeof(marker) ? sizeof(page) - i
-									    : sizeof(marker));
+		memcpy(page + i, marker,
+		       sizeof(page) - i < sizeof(marker) ? sizeof(page) - i : sizeof(marker));
 	pair_init(&p, aes, integrity, 1);
 	pair_init(&q, aes, integrity, 2);
 
@@ -114,7 +114,6 @@ static void one_case(bool aes, bool integrity)
 	seal(&p.d, &f, "TOPSECRET in the message", page, sizeof(page));
 	assert_true((memmem(f.p, f.plen, marker, strlen(marker)) != NULL) == integrity);
 	assert_true((memmem(f.m, f.len, "TOPSECRET", 9) != NULL) == integrity);
-
 
 	/* a replay (the frame just opened) fails */
 	save = p.a;
