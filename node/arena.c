@@ -81,6 +81,8 @@ static int arena_grow(struct arena *a)
 	}
 	if (posix_memalign(&c, 4096, ARENA_CHUNK))
 		return -ENOMEM;
+	/* registered for remote read below: no old heap bytes may be readable */
+	memset(c, 0, ARENA_CHUNK);
 	a->chunk[a->n_chunks++] = c;
 	a->used = 0;
 	if (a->hooks.chunk_add)
@@ -118,6 +120,8 @@ void arena_free(struct arena *a, void *p, size_t len)
 	if (!a || !p || len < 1 || len > ARENA_BLOCK_MAX)
 		return;
 	k = arena_class(len);
+	/* the owner may still read the chunk: a freed page's bytes go with it */
+	memset((char *)p + sizeof(*f), 0, (k + 1) * ARENA_ALIGN - sizeof(*f));
 	f->next = a->free[k];
 	a->free[k] = f;
 	a->blocks--;

@@ -14,6 +14,7 @@
  * peer: a peer's session always names our current epoch.
  */
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -202,6 +203,7 @@ struct cluster *cluster_create(struct ev_loop *loop, const struct config *cfg,
 	c->timeout_ms = cfg->request_timeout_ms ? cfg->request_timeout_ms : cfg->dead_after_ms;
 	c->orphan_after_ms = cfg->orphan_after_ms ? cfg->orphan_after_ms : CONFIG_DEFAULT_ORPHAN_AFTER_MS;
 	memcpy(c->key, key, CLUSTER_KEY_LEN);
+	c->integrity = cfg->link_integrity_only;
 	if (h)
 		c->h = *h;
 	c->arg = arg;
@@ -328,6 +330,38 @@ void cluster_destroy(struct cluster *c)
 	free(c);
 }
 
+/*
+ * The one key format: 2 * CLUSTER_KEY_LEN hex digits (either case), then one
+ * optional newline, nothing else (what ramsterctl genkey prints). A key whose
+ * bytes are all alike is no random key (a placeholder): refused.
+ * @return 0 with key set, -EINVAL (not the format) or -EKEYREJECTED.
+ */
+static int cluster_parse_key(const uint8_t *buf, size_t n, uint8_t key[CLUSTER_KEY_LEN])
+{
+	size_t i, hex = 2 * CLUSTER_KEY_LEN, bin = 0;
+	bool alike = true;
+
+	if (n == hex + 1 && buf[hex] == '\n')
+		n = hex;
+	if (n != hex)
+		return -EINVAL;
+	for (i = 0; i < n; i++)
+		if (!isxdigit(buf[i]))
+			return -EINVAL;
+	if (sodium_hex2bin(key, CLUSTER_KEY_LEN, (const char *)buf, n, NULL, &bin, NULL) ||
+	    bin != CLUSTER_KEY_LEN) {
+		sodium_memzero(key, CLUSTER_KEY_LEN);
+		return -EINVAL;
+	}
+	for (i = 1; i < CLUSTER_KEY_LEN; i++)
+		alike &= key[i] == key[0];
+	if (alike) {
+		sodium_memzero(key, CLUSTER_KEY_LEN);
+		return -EKEYREJECTED;
+	}
+	return 0;
+}
+
 int cluster_load_key(const char *path, uint8_t key[CLUSTER_KEY_LEN], char *err, size_t errlen)
 {
 	uint8_t buf[CLUSTER_KEY_FILE_MAX + 1];
@@ -382,16 +416,13 @@ int cluster_load_key(const char *path, uint8_t key[CLUSTER_KEY_LEN], char *err, 
 			 CLUSTER_KEY_FILE_MAX);
 		goto wipe;
 	}
-	while (n && (buf[n - 1] == ' ' || buf[n - 1] == '\t' || buf[n - 1] == '\r' ||
-		     buf[n - 1] == '\n' || buf[n - 1] == '\v' || buf[n - 1] == '\f'))
-		n--;
-	if (n < CLUSTER_KEY_MIN) {
-		rc = -EINVAL;
-		snprintf(err, errlen, "secret_file %s is too short: %zu bytes, at least %u", path,
-			 n, CLUSTER_KEY_MIN);
-		goto wipe;
-	}
-	crypto_generichash(key, CLUSTER_KEY_LEN, buf, n, NULL, 0);
+	rc = cluster_parse_key(buf, n, key);
+	if (rc)
+		snprintf(err, errlen,
+			 "secret_file %s is not a cluster key: it must hold exactly %u hexadecimal "
+			 "digits (a 256-bit key) and a newline, as 'ramsterctl genkey' writes (%s)",
+			 path, 2 * CLUSTER_KEY_LEN,
+			 rc == -EINVAL ? "the file has something else" : "every byte alike: not a random key");
 wipe:
 	sodium_memzero(buf, sizeof(buf));
 close_fd:
@@ -570,6 +601,8 @@ void cluster_foreach_stat(struct cluster *c,
 	S(handshake_retries, "authenticated links closed because our epoch moved meanwhile");
 	S(auth_failures, "links closed for a wrong mac (another cluster key)");
 	S(bad_frames, "links closed for a frame the decoder refused");
+	S(frame_auth_failures,
+	  "links closed for a frame that failed its AEAD check (changed, forged, replayed, reordered, dropped or from another link)");
 	S(protocol_errors, "links closed for a handshake message after authentication");
 	S(links_lost, "authenticated links gone");
 	S(links_replaced, "authenticated links closed for a newer one to the same peer");

@@ -90,9 +90,10 @@ int cluster_remove_node(struct cluster *c, uint32_t id);
 void cluster_destroy(struct cluster *c);
 
 /*
- * Derive the cluster key from the secret file's bytes (BLAKE2b-256 of its
- * contents, trailing whitespace trimmed). @return 0, or -errno with err set
- * (missing, unreadable, fewer than 16 bytes, or group/world readable).
+ * Read the cluster key from the secret file: exactly what 'ramsterctl genkey'
+ * writes (64 hex digits, a 256-bit key, and a newline). @return 0, or -errno
+ * with err set (missing, unreadable, group/world readable, anything but the
+ * key format: -EINVAL; a key of one repeated byte: -EKEYREJECTED).
  */
 int cluster_load_key(const char *path, uint8_t key[CLUSTER_KEY_LEN], char *err, size_t errlen);
 

@@ -24,12 +24,13 @@
 
 #include "common/util.h"
 #include "node/closed.h"
+#include "node/linkcrypt.h"
 #include "node/cluster.h"
 #include "transport/transport.h"
 
 /* ---- tunables ------------------------------------------------------------ */
 
-#define CLUSTER_VERSION		 1
+#define CLUSTER_VERSION		 2 /* 2: hello under the mac, acceptor proves last, AEAD frames */
 #define CLUSTER_PENDING_MAX	 65536 /* requests waiting for one peer */
 #define CLUSTER_HTAB_MIN	 64    /* buckets of a pending table; a power of two */
 #define CLUSTER_BACKOFF_MIN_MS	 50    /* redial delays double from here ... */
@@ -39,12 +40,12 @@
 #define CLUSTER_ARENA_SIZE	 (64u * 1024)
 #define CLUSTER_CTL_MSG_MAX	 512 /* a packed hello, auth, heartbeat or reply */
 #define CLUSTER_KEY_FILE_MAX	 4096
-#define CLUSTER_KEY_MIN		 16
-#define CLUSTER_AUTH_LABEL	 "ramster-auth-v1"
+#define CLUSTER_AUTH_LABEL	 "ramster-auth-v2" /* + a role byte: D (dialer) or A */
+#define CLUSTER_KEYS_LABEL	 "ramster-keys-v2"
 #define CLUSTER_DEFAULT_NAME	 "ramster" /* on the wire when the file names no cluster */
 #define CLUSTER_ERRNO_MAX	 4095	   /* replies carry 0 or -1..-this */
 #define CLUSTER_TRANSCRIPT_MAX                                                                     \
-	(sizeof(CLUSTER_AUTH_LABEL) + 4 + 4 + 8 + 2 * PEERWIRE_NONCE_LEN + CONFIG_NAME_MAX)
+	(sizeof(CLUSTER_AUTH_LABEL) + 1 + 2 * (4 + 8 + PEERWIRE_NONCE_LEN + 4 + 4 + 4) + CONFIG_NAME_MAX)
 
 _Static_assert(CLUSTER_KEY_LEN == crypto_auth_hmacsha256_KEYBYTES, "cluster key is the hmac key");
 _Static_assert(PEERWIRE_MAC_LEN == crypto_auth_hmacsha256_BYTES, "mac size");
@@ -63,6 +64,7 @@ struct cluster_req {
 	cluster_reply_fn cb;
 	void *arg;
 	unsigned sends; /* times written to a link */
+	bool sealed_pay; /* the payload is a sealed page (P_PUT, P_RETURN): MAC'd, not encrypted again */
 	size_t len, plen;
 	uint8_t *payload; /* in data after the message; NULL when plen is 0 */
 	uint8_t data[];	  /* the packed message, then the payload */
@@ -90,7 +92,10 @@ struct cluster_link {
 	uint32_t their_epoch; /* theirs for us, from their hello */
 	uint8_t nonce[PEERWIRE_NONCE_LEN];
 	uint8_t their_nonce[PEERWIRE_NONCE_LEN];
-	char addr[48]; /* the other end, for logs */
+	uint32_t their_ciphers;	 /* from their hello (linkcrypt.h) */
+	uint32_t their_security; /* LC_SECURE or LC_INTEGRITY, from their hello */
+	char addr[48];		 /* the other end, for logs */
+	struct lc_link lc;	 /* frame keys and counters, set when authenticated */
 };
 
 enum peer_state {
@@ -145,6 +150,7 @@ struct cluster_stats {
 	uint64_t handshake_retries;  /* authenticated links closed: our epoch moved meanwhile */
 	uint64_t auth_failures;	     /* links closed for a wrong mac */
 	uint64_t bad_frames;	     /* links closed for a frame the decoder refused */
+	uint64_t frame_auth_failures; /* links closed for a frame that failed its AEAD check */
 	uint64_t protocol_errors;    /* links closed for a handshake message after auth */
 	uint64_t links_lost;	     /* authenticated links gone */
 	uint64_t links_replaced;     /* authenticated links closed for a newer one */
@@ -185,6 +191,7 @@ struct cluster {
 	unsigned heartbeat_ms, dead_after_ms, timeout_ms;
 	uint64_t orphan_after_ms;
 	uint8_t key[CLUSTER_KEY_LEN];
+	bool integrity; /* link_security = integrity: frames MAC'd, not encrypted */
 	struct cluster_handlers h;
 	void *arg;
 	uint64_t incarnation;
@@ -204,6 +211,9 @@ struct cluster {
 	struct wire_arena check; /* our own messages, checked before they leave */
 	struct cluster_stats st;
 	uint8_t buf[TRANSPORT_MSG_MAX]; /* a request being packed */
+	/* frames being sealed (link_send) and opened (cluster_on_message) */
+	uint8_t txmsg[TRANSPORT_MSG_MAX], rxmsg[TRANSPORT_MSG_MAX];
+	uint8_t txpay[PEERWIRE_PAGE_MAX], rxpay[PEERWIRE_PAGE_MAX];
 	/* shared, lock-free: per node, (our epoch for it & 255) << 2 | reachable << 1 | known
 	 * (known: its incarnation was seen; reachable: up, or link lost but not silent);
 	 * written by the loop (peer_publish), read by cluster_alive anywhere */
@@ -223,6 +233,8 @@ const char *cluster_check(struct cluster *c, const uint8_t *msg, size_t len, siz
 struct cluster_link *link_new(struct cluster *c, struct tconn *conn,
 				     struct cluster_peer *peer, bool outbound);
 int link_send_msg(struct cluster_link *l, const Ramster__Peer__Msg *m);
+int link_send(struct cluster_link *l, const void *msg, size_t len, const void *payload,
+	      size_t plen, bool sealed_pay);
 void cluster_on_accept(void *arg, struct tconn *conn);
 void cluster_on_connect(void *arg, struct tconn *conn, int err);
 int cluster_on_message(void *arg, struct tconn *conn, const uint8_t *msg, size_t len,

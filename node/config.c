@@ -287,6 +287,18 @@ static int cluster_rereplicate_rate(struct config_parse *p, const char *key, con
 	return config_u32(p, key, v, 1, 1000000, &p->c->rereplicate_rate);
 }
 
+/* link_security: secure (frames and pages encrypted and authenticated) or integrity (MAC only). */
+static int cluster_link_security(struct config_parse *p, const char *key, const char *v)
+{
+	if (!strcmp(v, "secure"))
+		p->c->link_integrity_only = false;
+	else if (!strcmp(v, "integrity"))
+		p->c->link_integrity_only = true;
+	else
+		return config_fail(p, "%s: '%s' is not secure or integrity", key, v);
+	return 0;
+}
+
 static int cluster_replicas(struct config_parse *p, const char *key, const char *v)
 {
 	p->replicas_line = p->lineno;
@@ -514,6 +526,7 @@ static const struct config_key cluster_keys[] = {
     {"dead_after_ms", cluster_dead_after},
     {"orphan_after_ms", cluster_orphan_after},
     {"replicas", cluster_replicas},
+    {"link_security", cluster_link_security},
     {"rereplicate_rate", cluster_rereplicate_rate},
     {"high_watermark", cluster_high_watermark},
     {"low_watermark", cluster_low_watermark},
@@ -962,5 +975,19 @@ int config_env_read(struct config_env *e, char *err, size_t errlen)
 		e->rdma_read = !strcmp(v, "1");
 	}
 	e->no_memlock = getenv("RAMSTER_NO_MEMLOCK") != NULL;
+	v = getenv("RAMSTER_TEST_HOLDER_LIE");
+	if (v && *v) {
+		if (!strcmp(v, "other"))
+			e->holder_lie = HOLDER_LIE_OTHER;
+		else if (!strcmp(v, "old"))
+			e->holder_lie = HOLDER_LIE_OLD;
+		else if (!strcmp(v, "garbage"))
+			e->holder_lie = HOLDER_LIE_GARBAGE;
+		else {
+			snprintf(err, errlen,
+				 "RAMSTER_TEST_HOLDER_LIE: '%s' is not other, old or garbage", v);
+			return -EINVAL;
+		}
+	}
 	return 0;
 }

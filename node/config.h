@@ -57,8 +57,12 @@ struct config_export {
 /*
  * The environment knobs of ramsterd, read once at start (config_env_read)
  * and nowhere else: RAMSTER_SOCKET, RAMSTER_BUSY_POLL_US,
- * RAMSTER_FRAME_TIMEOUT_MS, RAMSTER_RDMA_READ, RAMSTER_NO_MEMLOCK.
+ * RAMSTER_FRAME_TIMEOUT_MS, RAMSTER_RDMA_READ, RAMSTER_NO_MEMLOCK, and for the
+ * hostile tests only RAMSTER_TEST_HOLDER_LIE (other, old or garbage: as a holder
+ * this node answers gets with another page, the first version it held, or
+ * changed bytes; docs/security.md).
  */
+enum { HOLDER_LIE_NONE, HOLDER_LIE_OTHER, HOLDER_LIE_OLD, HOLDER_LIE_GARBAGE };
 struct config_env {
 	char socket[CONFIG_PATH_MAX];   /* "" = unset */
 	bool has_busy_poll;
@@ -66,6 +70,7 @@ struct config_env {
 	uint32_t frame_timeout_ms;      /* a client frame's limit to arrive whole (default 30000) */
 	bool rdma_read;                 /* one-sided repatriate reads (default true) */
 	bool no_memlock;                /* skip mlockall and the I/O flusher mark */
+	int holder_lie;                 /* HOLDER_LIE_*: test only */
 };
 
 struct config {
@@ -77,6 +82,7 @@ struct config {
 	uint32_t heartbeat_ms;          /* default 100 */
 	uint32_t dead_after_ms;         /* default 1000 */
 	uint32_t replicas;              /* copies of a remote persistent page (default 1) */
+	bool link_integrity_only;       /* link_security = integrity: MAC, no encryption (default secure) */
 	uint32_t rereplicate_rate;      /* copies re-made a second at most (default 2000) */
 	uint32_t high_watermark_pct;    /* remotify above this % of local_mb (default 90) */
 	uint32_t low_watermark_pct;     /* ... until below this (default 80) */

@@ -177,9 +177,9 @@ struct rreturn {
 	uint64_t exclude;         /* its holders and the targets that failed */
 	unsigned tries;
 	uint32_t to;
-	size_t len;
-	uint32_t checksum;
-	uint8_t data[4096];
+	size_t len;               /* of the sealed copy */
+	uint32_t checksum;        /* the seal's version, as our descriptor keeps it */
+	uint8_t data[SEAL_BLOB_MAX];
 };
 
 struct peek {
@@ -251,7 +251,8 @@ static void return_put_cb(void *arg, int result, const Ramster__Peer__Msg *reply
 	if (rc == -ENOENT) {
 		/* the record changed (another slot re-replicated, say): if it still
 		 * names the draining copy, move it under the new descriptor */
-		q->expect = names_copy(r, &q->h, q->from, (unsigned)q->len, q->checksum, NULL);
+		q->expect = names_copy(r, &q->h, q->from, (unsigned)(q->len - SEAL_OVERHEAD),
+				       q->checksum, NULL);
 		if (q->expect)
 			rc = zcache_remote_move(r->z, &q->h, q->expect, q->from, q->to,
 						cluster_epoch(r->cl, q->to) & 255, NULL);
@@ -267,8 +268,8 @@ static void return_put_cb(void *arg, int result, const Ramster__Peer__Msg *reply
 
 static void return_put(struct rreturn *q)
 {
-	if (remote_copy_send(q->r, &q->h, q->pers, q->data, q->len, q->checksum, &q->exclude, &q->tries,
-		      REMOTIFY_TRIES, &q->to, return_put_cb, q))
+	if (remote_copy_send(q->r, &q->h, q->pers, q->data, q->len, &q->exclude, &q->tries,
+			     REMOTIFY_TRIES, &q->to, return_put_cb, q))
 		return_end(q, -ENOSPC);
 }
 
@@ -278,14 +279,25 @@ void drain_return_serve(struct remote *r, uint32_t node, const Ramster__Peer__Ms
 {
 	struct tmem_handle h = { m->page->pool, { { m->page->oid0, m->page->oid1, m->page->oid2 } },
 				 m->page->index };
-	uint32_t checksum = zcache_checksum(payload, plen);
+	uint8_t plain[SEAL_PAGE_MAX];
+	uint32_t checksum = 0;
 	struct replica_set set;
 	struct rreturn *q;
-	uint64_t expect;
+	uint64_t expect = 0;
 	unsigned k;
 	bool pers = false;
 
-	expect = names_copy(r, &h, node, (unsigned)plen, checksum, &pers);
+	/* the holder hands back the sealed copy as it got it: our seal says whether it is
+	 * this page's current version (the version's low 32 bits lead the blob) */
+	if (plen > SEAL_OVERHEAD) {
+		checksum = (uint32_t)payload[0] | (uint32_t)payload[1] << 8 |
+			   (uint32_t)payload[2] << 16 | (uint32_t)payload[3] << 24;
+		expect = names_copy(r, &h, node, (unsigned)(plen - SEAL_OVERHEAD), checksum, &pers);
+	}
+	if (expect && seal_open(r->seal, &h, checksum, plen - SEAL_OVERHEAD, payload, plen, plain)) {
+		r->seal_failures++;
+		expect = 0;
+	}
 	if (!expect || zcache_remote_holders(r->z, expect, &set)) {
 		/* not a copy we point at (stale, or bad bytes): it can go */
 		r->drain.returns_refused++;

@@ -19,7 +19,7 @@
 
 /* ---- tunables and charges --------------------------------------------- */
 
-#define FOREIGN_PAGE_MAX 4096
+#define FOREIGN_PAGE_MAX 4160 /* a sealed page (node/seal.h), opaque here */
 #define FOREIGN_HTAB_MIN 64 /* buckets; a power of two */
 
 /*

@@ -1,8 +1,9 @@
 /*
  * link.c - links to peers: one per transport connection, from accept or dial
- * to on_close. The handshake (hello, then auth: each side proves it knows the
- * cluster key with an HMAC over the transcript), the frames of an
- * authenticated link, and the transport's callbacks.
+ * to on_close. The handshake (hello each way, then the dialer's proof; the
+ * acceptor checks it before it proves anything itself; each proof is an HMAC
+ * over both hellos), the per-link frame keys derived from it, the AEAD-sealed
+ * frames of an authenticated link (linkcrypt.h), and the transport's callbacks.
  */
 
 #include <errno.h>
@@ -95,6 +96,32 @@ struct cluster_link *link_new(struct cluster *c, struct tconn *conn,
 	return l;
 }
 
+/*
+ * Send one frame on l: in the clear during the handshake, sealed (linkcrypt.h)
+ * once l is up. sealed_pay: the payload is a sealed page (node/seal.h),
+ * already encrypted by its owner: the link MACs it and does not encrypt it
+ * again. @return 0, or -errno from the transport (the frame did not
+ * leave: its counter is used again by the next frame).
+ */
+int link_send(struct cluster_link *l, const void *msg, size_t len, const void *payload,
+	      size_t plen, bool sealed_pay)
+{
+	struct cluster *c = l->c;
+	const uint8_t *pay;
+	size_t n;
+	int err;
+
+	if (l->state != LINK_UP)
+		return transport_send(l->conn, msg, len, payload, plen);
+	if (len + LC_OVERHEAD > sizeof(c->txmsg) || plen > sizeof(c->txpay))
+		return -EMSGSIZE;
+	n = lc_seal(&l->lc, msg, len, payload, plen, sealed_pay, c->txmsg, c->txpay, &pay);
+	err = transport_send(l->conn, c->txmsg, n, pay, plen);
+	if (!err)
+		lc_sent(&l->lc);
+	return err;
+}
+
 /* @return 0, or -errno from packing or the transport. */
 int link_send_msg(struct cluster_link *l, const Ramster__Peer__Msg *m)
 {
@@ -103,7 +130,7 @@ int link_send_msg(struct cluster_link *l, const Ramster__Peer__Msg *m)
 
 	if (n < 0)
 		return n;
-	return transport_send(l->conn, buf, (size_t)n, NULL, 0);
+	return link_send(l, buf, (size_t)n, NULL, 0, false);
 }
 
 static int link_send_hello(struct cluster_link *l)
@@ -121,50 +148,91 @@ static int link_send_hello(struct cluster_link *l)
 	h.nonce.data = l->nonce;
 	h.nonce.len = sizeof(l->nonce);
 	h.epoch = l->announced;
+	h.ciphers = lc_ciphers();
+	h.security = c->integrity ? LC_INTEGRITY : LC_SECURE;
 	m.op = RAMSTER__PEER__OP__P_HELLO;
 	m.hello = &h;
 	return link_send_msg(l, &m);
 }
 
 /*
- * The bytes a mac covers: label, sender id, receiver id, sender incarnation
- * (little-endian), the receiver's nonce, the sender's nonce, the cluster
- * name. Binding both nonces makes a mac good for one link only; binding both
- * ids keeps a node's own mac from being reflected back to it.
- * @return the length written to out (CLUSTER_TRANSCRIPT_MAX bytes).
+ * The transcript of l's handshake: both hellos, the dialer's first - ids,
+ * incarnations, nonces, the epochs each announced, cipher bits and security
+ * modes - then the cluster name. Both proofs and the frame keys are made
+ * from it, so whatever either side acts on from a hello is under the mac,
+ * and both nonces make it good for this link only.
+ * @return its length (at most CLUSTER_TRANSCRIPT_MAX - the label and role).
  */
-static size_t cluster_transcript(const struct cluster *c, uint8_t *out, uint32_t from, uint32_t to,
-				 uint64_t from_inc, const uint8_t *to_nonce,
-				 const uint8_t *from_nonce)
+static size_t link_transcript(const struct cluster_link *l, uint8_t *out)
 {
-	size_t n = sizeof(CLUSTER_AUTH_LABEL) - 1, name_len = strlen(c->name);
+	const struct cluster *c = l->c;
+	uint32_t sec = c->integrity ? LC_INTEGRITY : LC_SECURE;
+	struct {
+		uint32_t id, epoch, ciphers, security;
+		uint64_t inc;
+		const uint8_t *nonce;
+	} side[2] = {
+	    {c->self.id, l->announced, lc_ciphers(), sec, c->incarnation, l->nonce},
+	    {l->peer->node.id, l->their_epoch, l->their_ciphers, l->their_security, l->their_inc,
+	     l->their_nonce},
+	};
+	size_t n = 0, name_len = strlen(c->name);
+	int i, d = l->outbound ? 0 : 1; /* side[d] dialed */
 
-	memcpy(out, CLUSTER_AUTH_LABEL, n);
-	cluster_put_le(out + n, from, 4);
-	n += 4;
-	cluster_put_le(out + n, to, 4);
-	n += 4;
-	cluster_put_le(out + n, from_inc, 8);
-	n += 8;
-	memcpy(out + n, to_nonce, PEERWIRE_NONCE_LEN);
-	n += PEERWIRE_NONCE_LEN;
-	memcpy(out + n, from_nonce, PEERWIRE_NONCE_LEN);
-	n += PEERWIRE_NONCE_LEN;
+	for (i = 0; i < 2; i++, d ^= 1) {
+		cluster_put_le(out + n, side[d].id, 4);
+		cluster_put_le(out + n + 4, side[d].inc, 8);
+		memcpy(out + n + 12, side[d].nonce, PEERWIRE_NONCE_LEN);
+		n += 12 + PEERWIRE_NONCE_LEN;
+		cluster_put_le(out + n, side[d].epoch, 4);
+		cluster_put_le(out + n + 4, side[d].ciphers, 4);
+		cluster_put_le(out + n + 8, side[d].security, 4);
+		n += 12;
+	}
 	memcpy(out + n, c->name, name_len);
 	return n + name_len;
 }
 
+/* The proof of the dialer (role 'D') or the acceptor ('A'): HMAC-SHA-256(key, label role T). */
+static void link_proof(const struct cluster_link *l, char role, uint8_t mac[PEERWIRE_MAC_LEN])
+{
+	uint8_t t[CLUSTER_TRANSCRIPT_MAX];
+	size_t n = sizeof(CLUSTER_AUTH_LABEL) - 1;
+
+	memcpy(t, CLUSTER_AUTH_LABEL, n);
+	t[n++] = (uint8_t)role;
+	n += link_transcript(l, t + n);
+	crypto_auth_hmacsha256(mac, t, n, l->c->key);
+	sodium_memzero(t, sizeof(t));
+}
+
+/*
+ * The frame keys: HMAC-SHA-512(key, keys-label T), the dialer's direction
+ * first; AES-256-GCM when both ends have it.
+ */
+static void link_keys(struct cluster_link *l)
+{
+	uint8_t t[CLUSTER_TRANSCRIPT_MAX], material[crypto_auth_hmacsha512_BYTES];
+	size_t n = sizeof(CLUSTER_KEYS_LABEL) - 1;
+
+	_Static_assert(sizeof(material) == 2 * LC_KEY_LEN, "two directions");
+	_Static_assert(crypto_auth_hmacsha512_KEYBYTES == CLUSTER_KEY_LEN, "hmac-sha-512 key");
+	memcpy(t, CLUSTER_KEYS_LABEL, n);
+	n += link_transcript(l, t + n);
+	crypto_auth_hmacsha512(material, t, n, l->c->key);
+	lc_init(&l->lc, material, l->outbound, lc_ciphers() & l->their_ciphers & LC_CIPHER_AES,
+		l->c->integrity);
+	sodium_memzero(material, sizeof(material));
+	sodium_memzero(t, sizeof(t));
+}
+
 static int link_send_auth(struct cluster_link *l)
 {
-	struct cluster *c = l->c;
 	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
 	Ramster__Peer__Auth a = RAMSTER__PEER__AUTH__INIT;
-	uint8_t t[CLUSTER_TRANSCRIPT_MAX], mac[PEERWIRE_MAC_LEN];
-	size_t n;
+	uint8_t mac[PEERWIRE_MAC_LEN];
 
-	n = cluster_transcript(c, t, c->self.id, l->peer->node.id, c->incarnation, l->their_nonce,
-			       l->nonce);
-	crypto_auth_hmacsha256(mac, t, n, c->key);
+	link_proof(l, l->outbound ? 'D' : 'A', mac);
 	a.mac.data = mac;
 	a.mac.len = sizeof(mac);
 	m.op = RAMSTER__PEER__OP__P_AUTH;
@@ -219,12 +287,25 @@ static int link_on_hello(struct cluster_link *l, const Ramster__Peer__Hello *h)
 		link_refuse(l, &c->st.handshake_refused, "incarnation zero");
 		return CONN_CLOSED;
 	}
+	if (h->security != (c->integrity ? LC_INTEGRITY : LC_SECURE)) {
+		link_refuse(l, &c->st.handshake_refused,
+			    "node %u runs link_security = %s, this node %s (set the same everywhere)",
+			    h->node_id, h->security == LC_INTEGRITY ? "integrity" : "secure",
+			    c->integrity ? "integrity" : "secure");
+		return CONN_CLOSED;
+	}
 	l->peer = p;
 	l->their_inc = h->incarnation;
 	l->their_epoch = h->epoch;
+	l->their_ciphers = h->ciphers;
+	l->their_security = h->security;
 	memcpy(l->their_nonce, h->nonce.data, PEERWIRE_NONCE_LEN);
-	/* the acceptor answers with its hello only now: it announces our epoch for that node */
-	if ((!l->outbound && link_send_hello(l)) || link_send_auth(l)) {
+	/*
+	 * The acceptor answers with its hello only now (it announces our epoch
+	 * for that node) and proves nothing before it has checked the dialer's
+	 * proof; the dialer proves first, over both hellos.
+	 */
+	if (l->outbound ? link_send_auth(l) : link_send_hello(l)) {
 		transport_close(l->conn, "cannot send the handshake");
 		return CONN_CLOSED;
 	}
@@ -235,19 +316,24 @@ static int link_on_hello(struct cluster_link *l, const Ramster__Peer__Hello *h)
 static int link_on_auth(struct cluster_link *l, const Ramster__Peer__Auth *a)
 {
 	struct cluster *c = l->c;
-	uint8_t t[CLUSTER_TRANSCRIPT_MAX];
-	size_t n;
+	uint8_t want[PEERWIRE_MAC_LEN];
 
 	if (l->state != LINK_AUTH) {
 		link_refuse(l, &c->st.handshake_refused, "auth before hello");
 		return CONN_CLOSED;
 	}
-	n = cluster_transcript(c, t, l->peer->node.id, c->self.id, l->their_inc, l->nonce,
-			       l->their_nonce);
-	if (crypto_auth_hmacsha256_verify(a->mac.data, t, n, c->key)) {
-		link_refuse(l, &c->st.auth_failures, "bad auth mac (another cluster key?)");
+	link_proof(l, l->outbound ? 'A' : 'D', want);
+	if (sodium_memcmp(a->mac.data, want, sizeof(want))) {
+		link_refuse(l, &c->st.auth_failures,
+			    "bad auth mac (another cluster key, or a hello changed on the way?)");
 		return CONN_CLOSED;
 	}
+	/* the dialer has proven itself: now the acceptor proves, in the clear, last */
+	if (!l->outbound && link_send_auth(l)) {
+		transport_close(l->conn, "cannot send the handshake");
+		return CONN_CLOSED;
+	}
+	link_keys(l);
 	c->st.handshakes++;
 	return link_up(l);
 }
@@ -340,6 +426,18 @@ int cluster_on_message(void *arg, struct tconn *conn, const uint8_t *msg, size_t
 
 	if (!l)
 		return CONN_CLOSED;
+	if (l->state == LINK_UP) {
+		/* nothing reaches the decoder, let alone the tmem layer, unauthenticated */
+		if (plen > sizeof(c->rxpay) || len > sizeof(c->rxmsg) ||
+		    lc_open(&l->lc, msg, len, payload, plen, c->rxmsg, c->rxpay, &msg, &len,
+			    &payload)) {
+			link_refuse(l, &c->st.frame_auth_failures,
+				    "frame %" PRIu64 " failed authentication (changed, forged, "
+				    "replayed, reordered, dropped or from another link)",
+				    l->lc.rx.ctr);
+			return CONN_CLOSED;
+		}
+	}
 	wire_arena_reset(&c->arena);
 	if (peerwire_decode(msg, len, plen, &c->arena, &m, &why)) {
 		link_refuse(l, &c->st.bad_frames, "bad frame: %s", why);
@@ -381,6 +479,7 @@ void cluster_on_close(void *arg, struct tconn *conn, const char *reason)
 		log_debug("peer link %s closed: %s", l->addr, reason);
 	if (p)
 		peer_schedule_redial(p);
+	lc_wipe(&l->lc);
 	if (l->busy)
 		l->closed = true;
 	else

@@ -134,7 +134,7 @@ void peer_flush(struct cluster_peer *p)
 	int err;
 
 	while (p->link && (r = p->unsent)) {
-		err = transport_send(p->link->conn, r->data, r->len, r->payload, r->plen);
+		err = link_send(p->link, r->data, r->len, r->payload, r->plen, r->sealed_pay);
 		if (err) {
 			if (err == -EAGAIN)
 				c->st.send_full++;
@@ -222,6 +222,7 @@ int cluster_request(struct cluster *c, uint32_t node, Ramster__Peer__Msg *m, con
 	r->cb = cb;
 	r->arg = arg;
 	r->sends = 0;
+	r->sealed_pay = m->op == RAMSTER__PEER__OP__P_PUT || m->op == RAMSTER__PEER__OP__P_RETURN;
 	r->len = (size_t)n;
 	r->plen = plen;
 	memcpy(r->data, c->buf, (size_t)n);
@@ -276,7 +277,8 @@ int cluster_reply(struct cluster *c, uint32_t node, uint64_t seq, int result,
 		c->st.replies_dropped++;
 		return -ENOTCONN;
 	}
-	err = transport_send(p->link->conn, buf, (size_t)n, payload, plen);
+	/* a reply with a page and bytes answers a get: the bytes are a sealed page */
+	err = link_send(p->link, buf, (size_t)n, payload, plen, page != NULL);
 	if (err) {
 		c->st.replies_dropped++;
 		return err;

@@ -227,9 +227,11 @@ static const struct zcache_remote_ops remote_zops = {
  * @return 0, or -ENOSPC (no peer could be asked: no cb).
  */
 int remote_copy_send(struct remote *r, const struct tmem_handle *h, bool pers, const void *data,
-		     size_t len, uint32_t checksum, uint64_t *exclude, unsigned *tries,
-		     unsigned max, uint32_t *to, cluster_reply_fn cb, void *arg)
+		     size_t len, uint64_t *exclude, unsigned *tries, unsigned max, uint32_t *to,
+		     cluster_reply_fn cb, void *arg)
 {
+	/* the holder checks the opaque sealed bytes arrived whole (it cannot open them) */
+	uint32_t checksum = zcache_checksum(data, len);
 	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
 	Ramster__Peer__Page pg;
 	int node;
@@ -397,6 +399,15 @@ struct remote *remote_create(struct ev_loop *loop, struct zcache *z, const struc
 	r->rem_pers = cfg->remotify_persistent;
 	r->replicas = cfg->replicas ? cfg->replicas : 1;
 	r->rdma_read = cfg->env.rdma_read;
+	r->holder_lie = cfg->env.holder_lie;
+	r->seal = seal_create(self->id, cfg->link_integrity_only);
+	if (!r->seal) {
+		snprintf(err, errlen, "cannot make the page sealing key (libsodium)");
+		free(r);
+		return NULL;
+	}
+	/* remote descriptors keep the seal's version where adler32 was: the seal checks the bytes */
+	zcache_set_sealed(z, true);
 	remotify_init(r);
 	handoff_init(&r->flushes, loop, flushes_cb, r);
 	repair_init(r, cfg->rereplicate_rate ? cfg->rereplicate_rate : 2000);
@@ -456,6 +467,8 @@ void remote_destroy(struct remote *r)
 	remotify_fini(r);
 	zcache_set_remote(r->z, NULL, NULL);
 	foreign_destroy(r->fs);
+	seal_destroy(r->seal);
+	holder_lie_free(r);
 	free(r);
 }
 
@@ -543,6 +556,10 @@ void remote_foreach_stat(struct remote *r,
 	R(orphans_expired, "pages held for a peer dropped: unreachable past orphan_after_ms");
 	R(orphans_reclaimed, "pages held for an unreachable peer dropped: room was needed");
 	R(orphan_reclaims, "unreachable owners whose pages were reclaimed for room");
+	R(seal_failures, "copies of our pages whose seal did not open: another page, an older "
+			 "version or changed bytes (the get asked the next holder, else -EIO)");
+	if (r->holder_lie)
+		R(holder_lies, "test only (RAMSTER_TEST_HOLDER_LIE): answers made up as a holder");
 	fn(arg, "remote_returns_served", r->drain.returns_served,
 	   "copies a draining peer handed back, placed elsewhere");
 	fn(arg, "remote_returns_refused", r->drain.returns_refused,

@@ -28,6 +28,7 @@
 #include "node/foreign.h"
 #include "node/handoff.h"
 #include "node/remote.h"
+#include "node/seal.h"
 
 /* ---- tunables --------------------------------------------------------------- */
 
@@ -64,6 +65,11 @@ struct rjob {
 	struct remote *r;
 	struct zcache_out out;
 	struct rpage pg[ZCACHE_OUT_MAX]; /* a zbud frame has 2, a zdense block up to 128 */
+	/* the pages sealed for their holders (seal.h), on the thread: one allocation */
+	uint8_t *blobs;
+	uint8_t *blob[ZCACHE_OUT_MAX];
+	uint16_t blen[ZCACHE_OUT_MAX];
+	uint32_t version[ZCACHE_OUT_MAX];
 	unsigned pending;   /* pages not finished */
 	bool placed;        /* at least one page moved */
 };
@@ -140,6 +146,7 @@ struct rget {
 	void *page;
 	remote_get_fn cb;
 	void *arg;
+	uint8_t plain[SEAL_PAGE_MAX]; /* the copy opened (seal_open) */
 };
 
 /* ---- re-replication (repair.c): loop only ------------------------------------------- */
@@ -185,6 +192,9 @@ struct remote {
 	bool rem_eph, rem_pers;     /* shared, under th.lock: a reload changes them */
 	unsigned replicas;          /* copies of a persistent page (loop only) */
 	bool rdma_read;             /* use the read keys holders name (RAMSTER_RDMA_READ=0: no) */
+	struct seal *seal;          /* our pages' key, this incarnation's (seal.h) */
+	int holder_lie;             /* test only (RAMSTER_TEST_HOLDER_LIE): serve.c lies as a holder */
+	struct holder_lie *lie;     /* its state (holder_lie.c), loop only */
 
 	struct remotify_ctl th;     /* shared, under th.lock */
 	struct handoff jobs;        /* the thread's frames to the loop (its own leaf lock) */
@@ -210,6 +220,8 @@ struct remote {
 	uint64_t flushes_logged, flushes_replayed, flushes_forgotten, flush_log_overflows;
 	uint64_t unanswered_puts_flushed, copies_trimmed;
 	uint64_t orphans_expired, orphans_reclaimed, orphan_reclaims;
+	uint64_t seal_failures;      /* copies whose seal did not open (another page, version, bytes) */
+	uint64_t holder_lies;        /* test only: answers serve.c made up */
 
 	struct remote_repair repair; /* loop only */
 	struct remote_drain drain;   /* loop only */
@@ -225,14 +237,14 @@ void remote_flush_queue(struct remote *r, uint32_t node, int op, const struct tm
 /* Send (or log, the holder being unreachable) a flush now: loop only. */
 void remote_flush_now(struct remote *r, uint32_t node, int op, const struct tmem_handle *h);
 /*
- * Send len bytes of h's page to a peer not in *exclude (cluster_pick); a peer
+ * Send h's sealed page (blob, len bytes: seal.h) to a peer not in *exclude (cluster_pick); a peer
  * that cannot be asked joins *exclude and the next is tried while *tries <
  * max. *to is the peer asked; cb(arg, ...) follows a request that went.
  * @return 0 sent, or -ENOSPC (no peer; counted as no_target).
  */
 int remote_copy_send(struct remote *r, const struct tmem_handle *h, bool pers, const void *data,
-		     size_t len, uint32_t checksum, uint64_t *exclude, unsigned *tries,
-		     unsigned max, uint32_t *to, cluster_reply_fn cb, void *arg);
+		     size_t len, uint64_t *exclude, unsigned *tries, unsigned max, uint32_t *to,
+		     cluster_reply_fn cb, void *arg);
 
 /* remotify.c */
 void remotify_init(struct remote *r);  /* th's lock and cond, r->jobs (first thing made) */
@@ -255,6 +267,12 @@ void drain_stop(struct remote *r);
 /* A draining peer hands us back a copy of our page (P_RETURN). */
 void drain_return_serve(struct remote *r, uint32_t node, const Ramster__Peer__Msg *m,
 			const uint8_t *payload, size_t plen);
+
+/* holder_lie.c: test only (RAMSTER_TEST_HOLDER_LIE) */
+void holder_lie_put(struct remote *r, const struct foreign_key *k, const uint8_t *blob, size_t len);
+const void *holder_lie_get(struct remote *r, const struct foreign_key *k, const void *data,
+			   size_t *len);
+void holder_lie_free(struct remote *r);
 
 /* serve.c */
 extern const struct arena_hooks serve_arena_hooks;

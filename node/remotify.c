@@ -113,6 +113,13 @@ void remote_wait_cancel(struct remote *r, void *token)
 
 static void page_send(struct rpage *p);
 
+static void job_free(struct rjob *job)
+{
+	if (job)
+		free(job->blobs);
+	free(job);
+}
+
 static void job_page_done(struct rjob *job)
 {
 	struct remote *r = job->r;
@@ -129,7 +136,7 @@ static void job_page_done(struct rjob *job)
 	pthread_mutex_unlock(&r->th.lock);
 	if (job->placed)
 		room_wake_all(r);
-	free(job);
+	job_free(job);
 }
 
 /* Copies acknowledged so far are of no use: the page stays in its frame. */
@@ -175,8 +182,9 @@ static void page_commit(struct rpage *p)
 	struct zcache_out_page *op = &job->out.p[p->i];
 	int rc;
 
+	/* the descriptor keeps the compressed length and the seal's version (seal.h) */
 	p->set.len = op->len;
-	p->set.checksum = op->checksum;
+	p->set.checksum = job->version[p->i];
 	rc = zcache_remotify_commit(r->z, &job->out, p->i, &p->set);
 	if (rc == 0) {
 		r->pages_placed++;
@@ -244,8 +252,8 @@ static void page_send(struct rpage *p)
 	uint64_t held = set_mask(&p->set), exclude = p->tried | held;
 	int rc;
 
-	rc = remote_copy_send(p->job->r, &op->h, op->pers, op->data, op->len, op->checksum, &exclude,
-		       &p->tries, REMOTIFY_TRIES + p->want - 1, &p->node, put_cb, p);
+	rc = remote_copy_send(p->job->r, &op->h, op->pers, p->job->blob[p->i], p->job->blen[p->i],
+			      &exclude, &p->tries, REMOTIFY_TRIES + p->want - 1, &p->node, put_cb, p);
 	p->tried = exclude & ~held;
 	if (rc)
 		page_failed(p);
@@ -287,6 +295,35 @@ static void jobs_cb(void *arg, struct handoff_item *list)
 }
 
 /* ---- remotify: the thread ------------------------------------------------------------------ */
+
+/*
+ * Seal the frame's pages for their holders (seal.h): on the thread, off the
+ * loop, into one allocation for the whole frame (a dense block has up to 128
+ * pages). @return 0, or -ENOMEM.
+ */
+static int job_seal(struct remote *r, struct rjob *job)
+{
+	size_t total = 0, off = 0;
+	unsigned i;
+
+	for (i = 0; i < job->out.n; i++)
+		if (job->out.p[i].resolved && job->out.p[i].len <= SEAL_PAGE_MAX)
+			total += job->out.p[i].len + SEAL_OVERHEAD;
+	job->blobs = malloc(total ? total : 1);
+	if (!job->blobs)
+		return -ENOMEM;
+	for (i = 0; i < job->out.n; i++) {
+		struct zcache_out_page *op = &job->out.p[i];
+
+		if (!op->resolved || op->len > SEAL_PAGE_MAX) /* a stored page is at most a page */
+			continue;
+		job->blob[i] = job->blobs + off;
+		job->blen[i] = (uint16_t)seal_page(r->seal, &op->h, op->data, op->len, job->blob[i],
+						   &job->version[i]);
+		off += job->blen[i];
+	}
+	return 0;
+}
 
 static void cond_wait_ms(struct remote *r, unsigned ms)
 {
@@ -334,9 +371,13 @@ static void *remotify_main(void *arg)
 				got = zcache_remotify_take(r->z, true, &job->out);
 			pers_first = !pers_first;
 		}
+		if (job && !got && job_seal(r, job)) {
+			zcache_remotify_done(r->z, &job->out); /* no memory: the frame stays */
+			got = -ENOMEM;
+		}
 		pthread_mutex_lock(&r->th.lock);
 		if (!job || got) {
-			free(job);
+			job_free(job);
 			cond_wait_ms(r, REMOTIFY_IDLE_MS);
 			continue;
 		}
@@ -391,7 +432,7 @@ void remotify_stop(struct remote *r)
 
 		list = list->next;
 		zcache_remotify_done(r->z, &job->out);
-		free(job);
+		job_free(job);
 	}
 }
 

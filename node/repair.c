@@ -42,7 +42,7 @@ struct rrepair {
 	unsigned tries;
 	uint32_t to;
 	size_t len;
-	uint8_t data[4096];
+	uint8_t data[SEAL_BLOB_MAX]; /* the sealed copy, passed on as it is */
 };
 
 void repair_kick(struct remote *r)
@@ -132,8 +132,8 @@ static void repair_put(struct rrepair *p)
 	for (k = 0; k < p->set.n; k++)
 		if (cluster_alive(r->cl, p->set.node[k], p->set.epoch[k]))
 			exclude |= 1ull << (p->set.node[k] - 1);
-	if (remote_copy_send(r, &p->h, p->pers, p->data, p->len, p->set.checksum, &exclude, &p->tries,
-		      REMOTIFY_TRIES, &p->to, repair_put_cb, p))
+	if (remote_copy_send(r, &p->h, p->pers, p->data, p->len, &exclude, &p->tries,
+			     REMOTIFY_TRIES, &p->to, repair_put_cb, p))
 		repair_end(p, false);
 }
 
@@ -143,12 +143,20 @@ static void repair_got(void *arg, int result, const Ramster__Peer__Msg *reply,
 		       const uint8_t *payload, size_t plen)
 {
 	struct rrepair *p = arg;
+	uint8_t plain[SEAL_PAGE_MAX];
 
 	if (result == -ECANCELED) {
 		repair_end(p, false);
 		return;
 	}
-	if (result || plen != p->set.len || zcache_checksum(payload, plen) != p->set.checksum) {
+	/* the sealed copy goes on as it is (it names the page, not its holder): open it to
+	 * check it is this page's current version first */
+	if (!result && seal_open(p->r->seal, &p->h, p->set.checksum, p->set.len, payload, plen,
+				 plain)) {
+		p->r->seal_failures++;
+		result = -EILSEQ;
+	}
+	if (result) {
 		repair_fetch(p); /* another live holder, if any */
 		return;
 	}

@@ -5,7 +5,9 @@
  * an unreachable holder is asked last, and a get whose only copy is there
  * waits for it (the request is sent when its link is back) up to
  * request_timeout_ms, then fails that call alone: the page is kept;
- * the answer is checked against our descriptor and settled in the tier.
+ * the answer's seal is opened against our descriptor (seal.h: this page,
+ * this version, these bytes; a copy that fails asks the next holder) and
+ * the page settled in the tier.
  */
 
 #include <errno.h>
@@ -85,16 +87,19 @@ static void get_cb(void *arg, int result, const Ramster__Peer__Msg *reply, const
 	struct rget *g = arg;
 	struct remote *r = g->r;
 
-	if (result == 0 && (plen != g->set.len || zcache_checksum(payload, plen) != g->set.checksum))
-		result = -EILSEQ; /* a bad copy: another holder may have a good one */
+	if (result == 0 &&
+	    seal_open(r->seal, &g->h, g->set.checksum, g->set.len, payload, plen, g->plain)) {
+		/* another page, an old version or changed bytes: another holder may have it */
+		r->seal_failures++;
+		result = -EILSEQ;
+	}
 	if (result && result != -ECANCELED && g->next < g->n_order) {
 		r->get_fallovers++;
 		get_ask(g);
 		return;
 	}
-	if (result == -EILSEQ)
-		result = 0; /* the last copy: zcache counts the checksum error */
-	get_finish(g, result, payload, plen);
+	/* the last copy failed its seal: -EIO (zcache counts it lost), no byte of it used */
+	get_finish(g, result, result ? NULL : g->plain, result ? 0 : g->set.len);
 }
 
 /* A one-sided read of the page finished (or failed: then ask the same holder by message). */
@@ -103,12 +108,13 @@ static void get_read_cb(void *arg, int err, const void *data, size_t len)
 	struct rget *g = arg;
 	struct remote *r = g->r;
 
-	if (!err && len == g->set.len && zcache_checksum(data, len) == g->set.checksum) {
+	if (!err && !seal_open(r->seal, &g->h, g->set.checksum, g->set.len, data, len, g->plain)) {
 		r->rdma_reads++;
-		get_finish(g, 0, data, len);
+		get_finish(g, 0, g->plain, g->set.len);
 		return;
 	}
-	/* a block reused since it was named, or the link went: the copy may still be there */
+	/* a block reused since it was named (its seal names another page or version), or the
+	 * link went: the copy may still be there; the message's answer is opened the same way */
 	r->rdma_read_fallbacks++;
 	if (r->closing) {
 		get_finish(g, -ECANCELED, NULL, 0);
@@ -134,7 +140,7 @@ static void get_ask(struct rget *g)
 		/* one-sided when the holder named where the bytes are on this very link */
 		if (g->set.raddr[slot] && !g->destructive && !g->by_message &&
 		    cluster_read(r->cl, node, g->set.lgen[slot], g->set.raddr[slot],
-				 g->set.rkey[slot], g->set.len, get_read_cb, g) == 0)
+				 g->set.rkey[slot], g->set.len + SEAL_OVERHEAD, get_read_cb, g) == 0)
 			return;
 		g->by_message = false;
 		attempt = g->attempt_ms;

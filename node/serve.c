@@ -120,6 +120,8 @@ void serve_request(void *arg, uint32_t node, uint64_t session, const Ramster__Pe
 			break;
 		}
 		r->served_puts++;
+		if (r->holder_lie)
+			holder_lie_put(r, &k, payload, plen);
 		{
 			/* over rdma: tell the owner where the bytes are, for one-sided reads */
 			Ramster__Peer__Page pg = RAMSTER__PEER__PAGE__INIT;
@@ -148,6 +150,8 @@ void serve_request(void *arg, uint32_t node, uint64_t session, const Ramster__Pe
 		pg.base.unknown_fields = NULL;
 		pg.base.n_unknown_fields = 0;
 		pg.checksum = cs;
+		if (r->holder_lie)
+			data = holder_lie_get(r, &k, data, &len);
 		cluster_reply(r->cl, node, m->seq, 0, &pg, data, len);
 		if (m->page->flags & PAGE_DELETE)
 			foreign_flush(r->fs, &k);

@@ -101,6 +101,10 @@ static const char *peerwire_check_hello(const Ramster__Peer__Hello *h)
 		return "node id out of range";
 	if (h->nonce.len != PEERWIRE_NONCE_LEN)
 		return "nonce not 32 bytes";
+	if (h->ciphers & ~1u)
+		return "unknown cipher bits";
+	if (h->security != 1 && h->security != 2)
+		return "link security neither secure (1) nor integrity (2)";
 	return NULL;
 }
 

@@ -27,7 +27,9 @@ enum pampd_kind { PAMPD_ZBUD = 1, PAMPD_ZERO = 2, PAMPD_REMOTE = 3 };
 /*
  * ZBUD:   bits 2..63 the allocator's handle (zbud or zdense).
  * REMOTE: bit 29 clear: one holder: bits 2..7 node - 1, 8..15 epoch,
- *         16..28 compressed length, 32..63 checksum;
+ *         16..28 compressed length, 32..63 checksum (adler32 of the bytes; when
+ *         sealed, zcache_set_sealed: the low 32 bits of the owner's seal version,
+ *         node/seal.h, and the caller has opened the seal before repatriate_finish);
  *         bit 29 set: several holders: the rest is a replica table id.
  */
 #define PAMPD_KIND(p) ((unsigned)((p)&3u))
@@ -65,6 +67,8 @@ struct zcache {
 	const struct zcache_remote_ops *remote; /* the collective, or NULL */
 	void *remote_arg;
 	atomic_uint_fast64_t home_limit;        /* frames; bring pages home below it (any thread) */
+	bool sealed;                            /* checksum fields hold seal versions (set before
+						 * the remotify thread starts, read-only after) */
 };
 
 #define CNT_ADD(c, v) atomic_fetch_add_explicit(&(c), (v), memory_order_relaxed)
@@ -108,6 +112,11 @@ static unsigned holders_alive(struct zcache *z, const struct replica_set *r)
 	for (i = 0; z->remote && i < r->n; i++)
 		n += z->remote->alive(z->remote_arg, r->node[i], r->epoch[i]);
 	return n;
+}
+
+void zcache_set_sealed(struct zcache *z, bool sealed)
+{
+	z->sealed = sealed;
 }
 
 uint32_t zcache_checksum(const void *data, size_t len)
@@ -402,7 +411,7 @@ int zcache_remotify_take(struct zcache *z, bool pers, struct zcache_out *o)
 		p->ref = (struct tmem_ref){ v.ref[i].objno, v.ref[i].index };
 		p->handle = v.handle[i];
 		p->data = z->za_ops->data(z->za, v.handle[i], &p->len);
-		p->checksum = p->data ? zcache_checksum(p->data, p->len) : 0;
+		p->checksum = p->data && !z->sealed ? zcache_checksum(p->data, p->len) : 0;
 		p->resolved = p->data && tmem_ref_resolve(z->tmem, p->ref, &p->h, &flags) == 0;
 		p->pers = p->resolved && (flags & TMEM_PERSISTENT);
 	}
@@ -502,7 +511,7 @@ int zcache_repatriate_finish(struct zcache *z, const struct tmem_handle *h, uint
 	if (PAMPD_KIND(expect) != PAMPD_REMOTE || !r)
 		return -EINVAL;
 	if (result == 0) {
-		if (clen != r->len || zcache_checksum(cdata, clen) != r->checksum) {
+		if (clen != r->len || (!z->sealed && zcache_checksum(cdata, clen) != r->checksum)) {
 			CNT_INC(z->checksum_errors);
 			result = -EIO;
 		} else if (zcache_unpage(z, cdata, clen, page)) {

@@ -128,6 +128,14 @@ struct replica_table *zcache_replicas(struct zcache *z);
 /* The descriptor of a page whose holders are replica record id. */
 uint64_t zcache_replica_pampd(uint64_t id);
 
+/*
+ * Remote pages are sealed by the caller (node/seal.h): the checksum of a
+ * remote descriptor or replica record is the seal's version, not adler32,
+ * and zcache_repatriate_finish takes bytes whose seal the caller opened.
+ * Set before the first remote page.
+ */
+void zcache_set_sealed(struct zcache *z, bool sealed);
+
 /* The checksum of compressed bytes, as remote descriptors and peers carry it. */
 uint32_t zcache_checksum(const void *data, size_t len);
 

@@ -14,6 +14,8 @@
 #   RAMSTER_BENCH_PUT_REPS   put phases, medians reported (default 5)
 #   RAMSTER_BENCH_CPU        pin every process to this CPU list (taskset), e.g. 0
 #   RAMSTER_NETBENCH_ARGS    more ramster-netbench options, e.g. "--classify round"
+#   RAMSTER_BENCH_CLUSTER    one more [cluster] line, e.g. "link_security = integrity"
+#   RAMSTER_BENCH_JSON       also copy ramster-netbench's JSON report to this file
 set -u
 command -v jq >/dev/null || { echo "$0: jq missing (tools/deps.sh installs it): the figures are read from JSON with it" >&2; exit 1; }
 
@@ -88,6 +90,7 @@ base=$((7900 + RANDOM % 500))
 chmod 600 "$dir/cluster.key"
 "$(dirname "$0")/cluster-conf.sh" "$dir" bench "$base" "$local_mb" \
 	"dead_after_ms = $dead_after_ms" "request_timeout_ms = $request_timeout_ms" "high_watermark = $high%" "low_watermark = $low%" \
+	${RAMSTER_BENCH_CLUSTER:+"$RAMSTER_BENCH_CLUSTER"} \
 	>"$dir/cluster.conf" || die "cannot write the cluster file"
 
 for n in "${nodes[@]}"; do
@@ -116,6 +119,7 @@ echo "== ramster-netbench (progress on stderr)"
 	--memcached "$mc" ${RAMSTER_NETBENCH_ARGS:-} --json >"$dir/net.json"
 rc=$?
 cat "$dir/net.json"
+[ -n "${RAMSTER_BENCH_JSON:-}" ] && cp "$dir/net.json" "$RAMSTER_BENCH_JSON"
 dead=$(alive) || die "ramsterd $dead died during the benchmark"
 [ $rc -eq 0 ] || [ -s "$dir/net.json" ] || die "ramster-netbench failed ($rc)"
 

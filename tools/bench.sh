@@ -160,6 +160,9 @@ echo
 echo
 "$(dirname "$0")/bench-collective.sh" "$bin" || exit 1
 echo
+# the cost of sealed pages and AEAD links: secure vs integrity (vs a previous build)
+"$(dirname "$0")/bench-security.sh" "$bin" || exit 1
+echo
 "$(dirname "$0")/bench-nbd.sh" "$bin" || exit 1 # the NBD frontend vs nbdkit memory
 "$(dirname "$0")/bench-far.sh" "$bin" || exit 1 # ramster-run vs a cgroup swapping to zram
 exit 0

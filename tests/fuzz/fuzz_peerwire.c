@@ -74,6 +74,8 @@ static void fuzz_check(const Ramster__Peer__Msg *m, size_t plen)
 		fuzz_assert(n >= 1 && n <= PEERWIRE_CLUSTER_MAX);
 		fuzz_assert(m->hello->node_id >= 1 && m->hello->node_id <= PEERWIRE_NODE_MAX);
 		fuzz_assert(m->hello->nonce.len == PEERWIRE_NONCE_LEN);
+		fuzz_assert((m->hello->ciphers & ~1u) == 0);
+		fuzz_assert(m->hello->security == 1 || m->hello->security == 2);
 		for (i = 0; i < n; i++)
 			sum += (uint8_t)m->hello->cluster[i];
 		for (i = 0; i < PEERWIRE_NONCE_LEN; i++)

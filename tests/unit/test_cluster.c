@@ -7,6 +7,7 @@
  * TEST_VERBOSE=1 shows the module's log down to debug.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -32,6 +33,7 @@
 #include <sodium.h>
 
 #include "node/cluster.h"
+#include "node/linkcrypt.h"
 #include "node/log.h"
 #include "transport/frame.h"
 
@@ -763,8 +765,9 @@ static void test_unauthenticated(void **state)
 	fd = raw_connect(port);
 	m = (Ramster__Peer__Msg)RAMSTER__PEER__MSG__INIT;
 	m.op = RAMSTER__PEER__OP__P_HELLO;
-	h.version = 1;
+	h.version = 2;
 	h.cluster = (char *)"test";
+	h.security = 1;
 	h.node_id = 7;
 	h.incarnation = 42;
 	h.nonce.data = nonce;
@@ -811,6 +814,10 @@ struct raw {
 	uint32_t their_epoch;
 	size_t plen; /* of the last frame taken */
 	uint8_t payload[PEERWIRE_PAGE_MAX];
+	bool up;	  /* frames sealed from now on */
+	struct lc_link lc;
+	uint8_t last[TRANSPORT_HDR_SIZE + TRANSPORT_MSG_MAX + PEERWIRE_PAGE_MAX]; /* sent */
+	size_t last_len;
 };
 
 /* Pull what has arrived. @return whether a whole frame is buffered. */
@@ -828,23 +835,31 @@ static bool raw_has_frame(struct raw *r)
 	return r->n >= TRANSPORT_HDR_SIZE + h.msg_len + h.payload_len;
 }
 
-/* The next message that is not a heartbeat. */
+/* The next message that is not a heartbeat (opened with the link's keys once up). */
 static Ramster__Peer__Msg *raw_recv(struct raw *r)
 {
+	static uint8_t mout[TRANSPORT_MSG_MAX], pout[TRANSPORT_PAYLOAD_MAX];
+	const uint8_t *msg, *pay;
 	Ramster__Peer__Msg *m;
 	struct frame_hdr h;
 	const char *why;
-	size_t total;
+	size_t total, len;
 
 	do {
 		assert_true(run_until(raw_has_frame(r), 2000));
 		assert_int_equal(frame_hdr_decode(r->buf, &h, &why), 0);
+		msg = r->buf + TRANSPORT_HDR_SIZE;
+		len = h.msg_len;
+		pay = msg + h.msg_len;
+		if (r->up)
+			assert_int_equal(lc_open(&r->lc, msg, len, pay, h.payload_len, mout, pout,
+						 &msg, &len, &pay),
+					 0);
 		wire_arena_reset(&r->arena);
-		assert_int_equal(peerwire_decode(r->buf + TRANSPORT_HDR_SIZE, h.msg_len,
-						 h.payload_len, &r->arena, &m, &why),
-				 0);
+		assert_int_equal(peerwire_decode(msg, len, h.payload_len, &r->arena, &m, &why), 0);
 		r->plen = h.payload_len;
-		memcpy(r->payload, r->buf + TRANSPORT_HDR_SIZE + h.msg_len, h.payload_len);
+		if (h.payload_len)
+			memcpy(r->payload, pay, h.payload_len);
 		total = TRANSPORT_HDR_SIZE + h.msg_len + h.payload_len;
 		memmove(r->buf, r->buf + total, r->n - total);
 		r->n -= total;
@@ -852,74 +867,157 @@ static Ramster__Peer__Msg *raw_recv(struct raw *r)
 	return m;
 }
 
-/* The brief's transcript, written out again independently of cluster.c. */
-static size_t transcript(uint8_t *t, uint32_t from, uint32_t to, uint64_t from_inc,
-			 const uint8_t *to_nonce, const uint8_t *from_nonce, const char *name)
-{
-	size_t n = 0;
-	int i;
+/* The next raw_psend flips one bit of this byte of its frame (-2: the last byte). */
+static long raw_flip_at = -1;
 
-	memcpy(t, "ramster-auth-v1", 15);
-	n = 15;
-	for (i = 0; i < 4; i++)
-		t[n++] = (uint8_t)(from >> (8 * i));
-	for (i = 0; i < 4; i++)
-		t[n++] = (uint8_t)(to >> (8 * i));
-	for (i = 0; i < 8; i++)
-		t[n++] = (uint8_t)(from_inc >> (8 * i));
-	memcpy(t + n, to_nonce, 32);
-	n += 32;
-	memcpy(t + n, from_nonce, 32);
-	n += 32;
+/* Send m (and payload) on r: sealed once up. The bytes sent are kept in r->last. */
+static void raw_psend(struct raw *r, const Ramster__Peer__Msg *m, const uint8_t *payload,
+		      size_t plen)
+{
+	uint8_t msg[1024], *out = r->last + TRANSPORT_HDR_SIZE;
+	const uint8_t *pay = payload;
+	int n = peerwire_pack(m, msg, sizeof(msg));
+	size_t len;
+
+	assert_true(n > 0);
+	if (r->up) {
+		len = lc_seal(&r->lc, msg, (size_t)n, payload, plen, false, out, out + n + LC_OVERHEAD,
+			      &pay);
+		lc_sent(&r->lc);
+	} else {
+		memcpy(out, msg, (size_t)n);
+		len = (size_t)n;
+	}
+	frame_hdr_encode(r->last, (uint32_t)len, (uint32_t)plen);
+	if (plen && pay != out + len)
+		memcpy(out + len, pay, plen);
+	r->last_len = TRANSPORT_HDR_SIZE + len + plen;
+	if (raw_flip_at != -1)
+		r->last[raw_flip_at == -2 ? (long)r->last_len - 1 : raw_flip_at] ^= 0x04;
+	raw_flip_at = -1;
+	assert_int_equal(send(r->fd, r->last, r->last_len, MSG_NOSIGNAL), (ssize_t)r->last_len);
+}
+
+/*
+ * The transcript of a link from alpha (1, dialer) to beta (2), written out
+ * again independently of link.c: for each side, dialer first, id (4),
+ * incarnation (8), nonce (32), epoch announced (4), cipher bits (4), security
+ * (4); then the cluster name. All little-endian.
+ */
+static size_t transcript(uint8_t *t, uint64_t d_inc, const uint8_t *d_nonce, uint32_t d_epoch,
+			 uint64_t a_inc, const uint8_t *a_nonce, uint32_t a_epoch,
+			 uint32_t a_ciphers, const char *name)
+{
+	const uint32_t id[2] = {1, 2}, ep[2] = {d_epoch, a_epoch}, ci[2] = {lc_ciphers(), a_ciphers};
+	const uint64_t inc[2] = {d_inc, a_inc};
+	const uint8_t *nonce[2] = {d_nonce, a_nonce};
+	size_t n = 0;
+	int i, s;
+
+	for (s = 0; s < 2; s++) {
+		for (i = 0; i < 4; i++)
+			t[n++] = (uint8_t)(id[s] >> (8 * i));
+		for (i = 0; i < 8; i++)
+			t[n++] = (uint8_t)(inc[s] >> (8 * i));
+		memcpy(t + n, nonce[s], 32);
+		n += 32;
+		for (i = 0; i < 4; i++)
+			t[n++] = (uint8_t)(ep[s] >> (8 * i));
+		for (i = 0; i < 4; i++)
+			t[n++] = (uint8_t)(ci[s] >> (8 * i));
+		t[n++] = 1; /* secure */
+		t[n++] = 0;
+		t[n++] = 0;
+		t[n++] = 0;
+	}
 	memcpy(t + n, name, strlen(name));
 	return n + strlen(name);
 }
 
-/* Connect to beta as alpha (incarnation inc) and authenticate both ways. */
-static void raw_handshake(struct raw *r, uint64_t inc)
+/* label "ramster-auth-v2", role, transcript */
+static void proof(uint8_t mac[32], char role, const uint8_t *t, size_t n)
+{
+	uint8_t buf[512];
+
+	memcpy(buf, "ramster-auth-v2", 15);
+	buf[15] = (uint8_t)role;
+	memcpy(buf + 16, t, n);
+	crypto_auth_hmacsha256(mac, buf, 16 + n, w->key);
+}
+
+/*
+ * Connect to beta as alpha (incarnation inc) and authenticate both ways:
+ * alpha proves first; beta proves nothing before it has checked alpha's
+ * proof. lie_epoch: alpha's proof names another epoch than its hello did
+ * (an attacker changed the hello on the way): beta refuses.
+ */
+static void raw_handshake_as(struct raw *r, uint64_t inc, bool lie_epoch)
 {
 	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT, *in;
 	Ramster__Peer__Hello h = RAMSTER__PEER__HELLO__INIT;
 	Ramster__Peer__Auth a = RAMSTER__PEER__AUTH__INIT;
 	uint8_t t[256], mac[PEERWIRE_MAC_LEN], their_nonce[PEERWIRE_NONCE_LEN];
+	uint8_t buf[512], material[64];
+	uint32_t their_ciphers;
 	size_t n;
 
 	memset(r, 0, sizeof(*r));
 	assert_int_equal(wire_arena_init(&r->arena, 64 * 1024), 0);
 	r->fd = raw_connect(w->cfg.nodes[1].port);
 	randombytes_buf(r->nonce, sizeof(r->nonce));
-	h.version = 1;
+	h.version = 2;
 	h.cluster = (char *)"test";
 	h.node_id = 1;
 	h.incarnation = inc;
 	h.nonce.data = r->nonce;
 	h.nonce.len = sizeof(r->nonce);
+	h.ciphers = lc_ciphers();
+	h.security = 1;
 	m.op = RAMSTER__PEER__OP__P_HELLO;
 	m.hello = &h;
-	raw_send(r->fd, &m, NULL, 0, NULL, 0);
+	raw_psend(r, &m, NULL, 0);
 
 	in = raw_recv(r);
 	assert_int_equal(in->op, RAMSTER__PEER__OP__P_HELLO);
-	assert_int_equal(in->hello->version, 1);
+	assert_int_equal(in->hello->version, 2);
 	assert_string_equal(in->hello->cluster, "test");
 	assert_int_equal(in->hello->node_id, 2);
+	assert_int_equal(in->hello->security, 1);
 	r->their_inc = in->hello->incarnation;
 	r->their_epoch = in->hello->epoch;
+	their_ciphers = in->hello->ciphers;
 	memcpy(their_nonce, in->hello->nonce.data, sizeof(their_nonce));
+	/* beta proves nothing before alpha has */
+	run_for(3 * HB_MS);
+	assert_false(raw_has_frame(r));
 
-	in = raw_recv(r);
-	assert_int_equal(in->op, RAMSTER__PEER__OP__P_AUTH);
-	n = transcript(t, 2, 1, r->their_inc, r->nonce, their_nonce, "test");
-	assert_int_equal(crypto_auth_hmacsha256_verify(in->auth->mac.data, t, n, w->key), 0);
-
-	n = transcript(t, 1, 2, inc, their_nonce, r->nonce, "test");
-	crypto_auth_hmacsha256(mac, t, n, w->key);
+	n = transcript(t, inc, r->nonce, lie_epoch ? 7 : 0, r->their_inc, their_nonce,
+		       r->their_epoch, their_ciphers, "test");
+	proof(mac, 'D', t, n);
 	m = (Ramster__Peer__Msg)RAMSTER__PEER__MSG__INIT;
 	m.op = RAMSTER__PEER__OP__P_AUTH;
 	a.mac.data = mac;
 	a.mac.len = sizeof(mac);
 	m.auth = &a;
-	raw_send(r->fd, &m, NULL, 0, NULL, 0);
+	raw_psend(r, &m, NULL, 0);
+	if (lie_epoch)
+		return;
+
+	in = raw_recv(r);
+	assert_int_equal(in->op, RAMSTER__PEER__OP__P_AUTH);
+	proof(mac, 'A', t, n);
+	assert_memory_equal(in->auth->mac.data, mac, sizeof(mac));
+	/* frame keys: HMAC-SHA-512(key, "ramster-keys-v2" transcript), alpha's direction first */
+	memcpy(buf, "ramster-keys-v2", 15);
+	memcpy(buf + 15, t, n);
+	crypto_auth_hmacsha512(material, buf, 15 + n, w->key);
+	lc_init(&r->lc, material, true, lc_ciphers() & their_ciphers & LC_CIPHER_AES, false);
+	r->up = true;
+}
+
+static void raw_handshake(struct raw *r, uint64_t inc)
+{
+	raw_handshake_as(r, inc, false);
 }
 
 static void raw_close(struct raw *r)
@@ -976,7 +1074,7 @@ static void test_raw_peer(void **state)
 	m.op = RAMSTER__PEER__OP__P_REPLY;
 	m.seq = seq;
 	m.result = -ENOENT;
-	raw_send(r2->fd, &m, NULL, 0, NULL, 0);
+	raw_psend(r2, &m, NULL, 0);
 	assert_true(run_until(r.done, 2000));
 	assert_int_equal(r.result, -ENOENT);
 	assert_int_equal(stat_of(1, "cluster_requests_resent"), 1);
@@ -987,7 +1085,7 @@ static void test_raw_peer(void **state)
 	m.seq = 77;
 	pg.index = 4;
 	m.page = &pg;
-	raw_send(r2->fd, &m, NULL, 0, NULL, 0);
+	raw_psend(r2, &m, NULL, 0);
 	in = raw_recv(r2);
 	assert_int_equal(in->op, RAMSTER__PEER__OP__P_REPLY);
 	assert_int_equal(in->seq, 77);
@@ -1003,12 +1101,109 @@ static void test_raw_peer(void **state)
 	a.mac.data = mac;
 	a.mac.len = sizeof(mac);
 	m.auth = &a;
-	raw_send(r2->fd, &m, NULL, 0, NULL, 0);
+	raw_psend(r2, &m, NULL, 0);
 	assert_true(run_until(raw_closed(r2->fd), 2000));
 	assert_int_equal(stat_of(1, "cluster_protocol_errors"), 1);
 	assert_string_equal(peer_info(1, 1).state, "down");
 	raw_close(r1);
 	raw_close(r2);
+	free(r1);
+	free(r2);
+}
+
+/* Send bytes as they are on fd (a frame kept from a link, changed or not). */
+static void raw_bytes(int fd, const uint8_t *b, size_t n)
+{
+	assert_int_equal(send(fd, b, n, MSG_NOSIGNAL), (ssize_t)n);
+}
+
+/*
+ * An on-path attacker's moves on an authenticated link: a replayed frame, a
+ * flipped byte, a frame in the clear, a frame from another link (spliced),
+ * a hello changed under the proof. Each closes the link, counted, and never
+ * reaches the handlers.
+ */
+static void test_raw_tamper(void **state)
+{
+	struct tnode *b = &w->nodes[1];
+	struct raw *r1 = malloc(sizeof(*r1)), *r2 = malloc(sizeof(*r2));
+	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT, *in;
+	Ramster__Peer__Page pg = RAMSTER__PEER__PAGE__INIT;
+	const uint64_t inc = 0x0102030405060708ull;
+	uint8_t kept[sizeof(r1->last)];
+	size_t kept_len;
+	int seen;
+
+	assert_non_null(r1);
+	assert_non_null(r2);
+	world_config(2);
+	node_start(1);
+	m.op = RAMSTER__PEER__OP__P_GET;
+	pg.index = 4;
+	m.page = &pg;
+
+	/* a good request is answered; the same bytes again are a replay */
+	raw_handshake(r1, inc);
+	m.seq = 1;
+	raw_psend(r1, &m, NULL, 0);
+	in = raw_recv(r1);
+	assert_int_equal(in->op, RAMSTER__PEER__OP__P_REPLY);
+	assert_int_equal(in->seq, 1);
+	seen = b->requests_seen;
+	raw_bytes(r1->fd, r1->last, r1->last_len);
+	assert_true(run_until(raw_closed(r1->fd), 2000));
+	assert_int_equal(stat_of(1, "cluster_frame_auth_failures"), 1);
+	assert_int_equal(b->requests_seen, seen);
+	raw_close(r1);
+
+	/* one flipped bit in the message, then in the tag */
+	for (int k = 0; k < 2; k++) {
+		raw_handshake(r1, inc);
+		m.seq = 2;
+		raw_psend(r1, &m, NULL, 0);
+		in = raw_recv(r1);
+		assert_int_equal(in->seq, 2);
+		m.seq = 3;
+		seen = b->requests_seen;
+		raw_flip_at = k ? -2 : TRANSPORT_HDR_SIZE + 1;
+		raw_psend(r1, &m, NULL, 0);
+		assert_true(run_until(raw_closed(r1->fd), 2000));
+		assert_int_equal(stat_of(1, "cluster_frame_auth_failures"), 2 + k);
+		assert_int_equal(b->requests_seen, seen);
+		raw_close(r1);
+	}
+
+	/* a frame in the clear after the handshake (an injected one) */
+	raw_handshake(r1, inc);
+	r1->up = false;
+	m.seq = 4;
+	raw_psend(r1, &m, NULL, 0);
+	assert_true(run_until(raw_closed(r1->fd), 2000));
+	assert_int_equal(stat_of(1, "cluster_frame_auth_failures"), 4);
+	raw_close(r1);
+
+	/* a frame of one link spliced into another: good on its own link, not on this */
+	raw_handshake(r1, inc);
+	m.seq = 5;
+	raw_psend(r1, &m, NULL, 0);
+	in = raw_recv(r1);
+	memcpy(kept, r1->last, r1->last_len);
+	kept_len = r1->last_len;
+	raw_handshake(r2, inc);
+	assert_true(run_until(raw_closed(r1->fd), 2000)); /* replaced */
+	seen = b->requests_seen;
+	raw_bytes(r2->fd, kept, kept_len);
+	assert_true(run_until(raw_closed(r2->fd), 2000));
+	assert_int_equal(stat_of(1, "cluster_frame_auth_failures"), 5);
+	assert_int_equal(b->requests_seen, seen);
+	raw_close(r1);
+	raw_close(r2);
+
+	/* a hello whose epoch was changed on the way: the proof does not match it */
+	raw_handshake_as(r1, inc, true);
+	assert_true(run_until(raw_closed(r1->fd), 2000));
+	assert_int_equal(stat_of(1, "cluster_auth_failures"), 1);
+	raw_close(r1);
 	free(r1);
 	free(r2);
 }
@@ -1363,39 +1558,57 @@ static void write_file(const char *path, const char *data, size_t len, mode_t mo
 
 static void test_load_key(void **state)
 {
-	static const char secret[] = "0123456789abcdef0123456789abcdef";
-	char dir[] = "/tmp/test_cluster.XXXXXX", path[64], err[256], big[5000];
+	static const char hex[] = "3b6f2a7c9d1e4f5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f809a1b2c3";
+	char dir[] = "/tmp/test_cluster.XXXXXX", path[64], err[256], big[5000], buf[80];
 	uint8_t key[CLUSTER_KEY_LEN], key2[CLUSTER_KEY_LEN], want[CLUSTER_KEY_LEN];
 	int rc;
 
 	assert_non_null(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/secret", dir);
-	crypto_generichash(want, sizeof(want), (const uint8_t *)secret, strlen(secret), NULL, 0);
+	assert_int_equal(sodium_hex2bin(want, sizeof(want), hex, 64, NULL, NULL, NULL), 0);
 
-	write_file(path, "0123456789abcdef0123456789abcdef\n", 33, 0600);
+	/* genkey's format: the 32 bytes themselves, no hash */
+	snprintf(buf, sizeof(buf), "%s\n", hex);
+	write_file(path, buf, 65, 0600);
 	assert_int_equal(cluster_load_key(path, key, err, sizeof(err)), 0);
 	assert_memory_equal(key, want, sizeof(key));
-	/* trailing whitespace is not part of the secret */
-	write_file(path, "0123456789abcdef0123456789abcdef \t\r\n\n", 37, 0400);
+	/* without the newline, and in capitals: the same key */
+	for (rc = 0; rc < 64; rc++)
+		buf[rc] = (char)toupper((unsigned char)hex[rc]);
+	write_file(path, buf, 64, 0400);
 	assert_int_equal(cluster_load_key(path, key2, err, sizeof(err)), 0);
 	assert_memory_equal(key2, want, sizeof(key2));
-	write_file(path, "0123456789abcdef0123456789abcdeF", 32, 0600);
-	assert_int_equal(cluster_load_key(path, key2, err, sizeof(err)), 0);
-	assert_memory_not_equal(key2, want, sizeof(key2));
-	/* exactly 16 is enough; 15 plus whitespace is not */
-	write_file(path, "0123456789abcdef", 16, 0600);
-	assert_int_equal(cluster_load_key(path, key2, err, sizeof(err)), 0);
-	write_file(path, "0123456789abcde \n\n", 18, 0600);
-	assert_int_equal(cluster_load_key(path, key2, err, sizeof(err)), -EINVAL);
-	assert_non_null(strstr(err, "too short"));
+	/* anything else is refused, with the format named */
+	static const char *const bad[] = {
+		"0123456789abcdef0123456789abcdef\n",				      /* a passphrase */
+		"3b6f2a7c9d1e4f5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f809a1b2c\n", /* 63 digits */
+		"3b6f2a7c9d1e4f5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f809a1b2c3a\n",
+		"3b6f2a7c9d1e4f5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f809a1b2c3 \n",
+		"3b6f2a7c9d1e4f5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f809a1b2c3\n\n",
+		"3b6f2a7c9d1e4f5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f809a1b2cg\n",
+		" 3b6f2a7c9d1e4f5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f809a1b2c3",
+		"",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		write_file(path, bad[i], strlen(bad[i]), 0600);
+		assert_int_equal(cluster_load_key(path, key2, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "ramsterctl genkey"));
+		assert_non_null(strstr(err, path));
+	}
+	/* the right format, but no random key */
+	write_file(path, "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff\n", 65,
+		   0600);
+	assert_int_equal(cluster_load_key(path, key2, err, sizeof(err)), -EKEYREJECTED);
+	assert_non_null(strstr(err, "not a random key"));
 
 	/* readable by others */
-	write_file(path, "0123456789abcdef0123456789abcdef\n", 33, 0644);
+	snprintf(buf, sizeof(buf), "%s\n", hex);
+	write_file(path, buf, 65, 0644);
 	rc = cluster_load_key(path, key2, err, sizeof(err));
 	assert_true(rc < 0);
 	assert_non_null(strstr(err, "readable by group or others (chmod 600)"));
 	assert_non_null(strstr(err, path));
-	write_file(path, "0123456789abcdef0123456789abcdef\n", 33, 0640);
+	write_file(path, buf, 65, 0640);
 	assert_true(cluster_load_key(path, key2, err, sizeof(err)) < 0);
 
 	/* too long */
@@ -1425,6 +1638,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_wrong_cluster, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_unauthenticated, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_raw_peer, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_raw_tamper, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_peer_dead, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_alive_any_thread, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lease_expiry, setup, teardown),

@@ -85,6 +85,7 @@ static void test_defaults(void **state)
 	assert_int_equal(cfg.heartbeat_ms, 100);
 	assert_int_equal(cfg.dead_after_ms, 1000);
 	assert_int_equal(cfg.replicas, 1);
+	assert_false(cfg.link_integrity_only); /* secure by default */
 	assert_int_equal(cfg.high_watermark_pct, 90);
 	assert_int_equal(cfg.low_watermark_pct, 80);
 	assert_true(cfg.remotify_ephemeral);
@@ -155,6 +156,7 @@ static void test_cluster_full(void **state)
 		 "heartbeat_ms = 50\n"
 		 "dead_after_ms = 500\n"
 		 "replicas = 1\n"
+		 "link_security = integrity\n"
 		 "high_watermark = 85%%\n"
 		 "low_watermark = 70\n"
 		 "remotify_ephemeral = no\n"
@@ -190,6 +192,7 @@ static void test_cluster_full(void **state)
 	assert_int_equal(cfg.dead_after_ms, 500);
 	assert_int_equal(cfg.request_timeout_ms, 500); /* defaults to dead_after_ms */
 	assert_int_equal(cfg.replicas, 1);
+	assert_true(cfg.link_integrity_only);
 	assert_int_equal(cfg.high_watermark_pct, 85);
 	assert_int_equal(cfg.low_watermark_pct, 70);
 	assert_false(cfg.remotify_ephemeral);
@@ -207,7 +210,7 @@ static void test_cluster_full(void **state)
 	n = config_find_node(&cfg, "beta");
 	assert_non_null(n);
 	assert_string_equal(n->host, "beta.example");
-	assert_int_equal(n->line, 20);
+	assert_int_equal(n->line, 21);
 	n = config_find_node(&cfg, "gamma");
 	assert_non_null(n);
 	assert_int_equal(n->id, 64);
@@ -218,7 +221,7 @@ static void test_cluster_full(void **state)
 	assert_string_equal(cfg.exports[0].backing, "");
 	assert_int_equal(cfg.exports[1].size, 1048576);
 	assert_string_equal(cfg.exports[1].backing, "/var/lib/ramster/scratch.img");
-	assert_int_equal(cfg.exports[1].line, 30);
+	assert_int_equal(cfg.exports[1].line, 31);
 }
 
 static void test_request_timeout_explicit(void **state)
@@ -393,6 +396,10 @@ static void test_err_keys(void **state)
 	expect_error("[export e]\nsize = 4K\nsocket = /x\n", 3, "unknown key 'socket' in [export]");
 	teardown(NULL);
 	expect_error("[node a]\nlocal_mb = 5\nlocal_mb = 6\n", 3, "duplicate key 'local_mb'");
+	teardown(NULL);
+	/* no mode without integrity */
+	expect_error("[cluster]\nlink_security = none\n", 2,
+		     "link_security: 'none' is not secure or integrity");
 }
 
 static void test_err_duplicates_across_nodes(void **state)

@@ -427,7 +427,7 @@ static void test_bad_args(void **state)
 	struct foreign *f = foreign_create(BIG_BUDGET);
 	struct foreign_key k = key(1, 1, 0, 1, 0), k0 = key(0, 1, 0, 1, 0),
 			   k65 = key(65, 1, 0, 1, 0);
-	unsigned char buf[4097] = {0};
+	unsigned char buf[4161] = {0};
 	const void *data;
 	size_t len;
 	uint32_t cs;
@@ -435,7 +435,7 @@ static void test_bad_args(void **state)
 
 	assert_non_null(f);
 	assert_int_equal(foreign_put(f, &k, false, buf, 0, 0), -EINVAL);
-	assert_int_equal(foreign_put(f, &k, false, buf, 4097, 0), -EINVAL);
+	assert_int_equal(foreign_put(f, &k, false, buf, 4161, 0), -EINVAL); /* a sealed page at most */
 	assert_int_equal(foreign_put(f, &k, false, NULL, 10, 0), -EINVAL);
 	assert_int_equal(foreign_put(f, &k0, false, buf, 10, 0), -EINVAL);
 	assert_int_equal(foreign_put(f, &k65, false, buf, 10, 0), -EINVAL);
@@ -453,7 +453,7 @@ static void test_bad_args(void **state)
 
 	/* a refused bad replacement leaves the old page alone */
 	put_ok(f, &k, 4096, 1);
-	assert_int_equal(foreign_put(f, &k, false, buf, 4097, 0), -EINVAL);
+	assert_int_equal(foreign_put(f, &k, false, buf, 4161, 0), -EINVAL); /* a sealed page at most */
 	expect_page(f, &k, 4096, 1);
 	foreign_destroy(f);
 	foreign_destroy(NULL);

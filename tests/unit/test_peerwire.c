@@ -31,7 +31,7 @@ struct pw_msg {
 };
 
 static struct wire_arena pw_arena;
-static uint8_t pw_buf[4096];
+static uint8_t pw_buf[PEERWIRE_PAGE_MAX];
 
 static int pw_setup(void **state)
 {
@@ -60,7 +60,9 @@ static void pw_valid(struct pw_msg *p, int op)
 		p->mac[i] = (uint8_t)(i * 11 + 5);
 	}
 	strcpy(p->cluster, "test-cluster");
-	p->hello.version = 1;
+	p->hello.version = 2;
+	p->hello.security = 1;
+	p->hello.ciphers = 1;
 	p->hello.cluster = p->cluster;
 	p->hello.node_id = 3;
 	p->hello.incarnation = 0x1122334455667788ull;
@@ -315,12 +317,12 @@ static void test_echo(void **state)
 	pw_valid(&p, RAMSTER__PEER__OP__P_GET);
 	p.m.op = RAMSTER__PEER__OP__P_ECHO;
 	p.m.page = NULL;
-	pw_expect_ok(&p, 4096);
+	pw_expect_ok(&p, PEERWIRE_PAGE_MAX);
 	pw_expect_ok(&p, 0);
-	pw_expect_bad(&p, 4097, "payload too long");
+	pw_expect_bad(&p, PEERWIRE_PAGE_MAX + 1, "payload too long");
 }
 
-/* P_RETURN: a page and its bytes (1..4096), persistent flag only. */
+/* P_RETURN: a page and its sealed bytes (1..PEERWIRE_PAGE_MAX), persistent flag only. */
 static void test_return(void **state)
 {
 	struct pw_msg p;
@@ -328,8 +330,8 @@ static void test_return(void **state)
 	pw_valid(&p, RAMSTER__PEER__OP__P_PUT);
 	p.m.op = RAMSTER__PEER__OP__P_RETURN;
 	pw_expect_ok(&p, 1000);
-	pw_expect_ok(&p, 4096);
-	pw_expect_bad(&p, 4097, "payload too long");
+	pw_expect_ok(&p, PEERWIRE_PAGE_MAX);
+	pw_expect_bad(&p, PEERWIRE_PAGE_MAX + 1, "payload too long");
 	pw_expect_bad(&p, 0, "payload missing");
 	p.page.flags = 2; /* PAGE_DELETE means nothing here */
 	pw_expect_bad(&p, 1000, "delete flag where it means nothing (put, return)");
@@ -388,6 +390,17 @@ static void test_bad_hello(void **state)
 	pw_expect_bad(&p, 0, "nonce not 32 bytes");
 	p.hello.nonce.len = 0;
 	pw_expect_bad(&p, 0, "nonce not 32 bytes");
+
+	pw_valid(&p, RAMSTER__PEER__OP__P_HELLO);
+	p.hello.ciphers = 2;
+	pw_expect_bad(&p, 0, "unknown cipher bits");
+	pw_valid(&p, RAMSTER__PEER__OP__P_HELLO);
+	p.hello.security = 0;
+	pw_expect_bad(&p, 0, "link security neither secure (1) nor integrity (2)");
+	p.hello.security = 3;
+	pw_expect_bad(&p, 0, "link security neither secure (1) nor integrity (2)");
+	p.hello.security = 2;
+	pw_expect_ok(&p, 0);
 
 	pw_valid(&p, RAMSTER__PEER__OP__P_HELLO);
 	pw_expect_bad(&p, 1, "unexpected payload");

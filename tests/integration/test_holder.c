@@ -1,0 +1,308 @@
+/*
+ * test_holder - a lying holder (a real ramsterd with the test-only knob
+ * RAMSTER_TEST_HOLDER_LIE) answers alpha's gets with another page, the first
+ * version it held of the page (an older one), or changed bytes. The seal
+ * (node/seal.h) refuses each: with one copy the get answers -EIO, counted
+ * (remote_seal_failures); with a second, honest holder the get falls over
+ * and answers the right page. No wrong byte ever reaches the client.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+#define PAGE  4096
+#define PAGES 3072 /* 6x alpha's 1 MiB tier */
+
+static const char *const names[3] = {"alpha", "beta", "gamma"};
+
+struct holder_test {
+	char dir[64], key[128], conf[128];
+	int port, nodes;
+	struct harness h[3];
+	const char *args[3][8];
+};
+
+static int SLOW = 1;
+
+static int port_free(int port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	int fd = socket(AF_INET, SOCK_STREAM, 0), ok;
+
+	sa.sin_addr.s_addr = htonl(INADDR_ANY);
+	ok = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+static uint64_t stat_of(struct holder_test *t, int node, const char *name)
+{
+	ramster *r = harness_connect(&t->h[node]);
+	uint64_t v = 0;
+
+	assert_non_null(r);
+	assert_int_equal(harness_stat(r, name, &v), 0);
+	ramster_close(r);
+	return v;
+}
+
+/* alpha and beta (the liar, mode lie), and an honest gamma when nodes is 3 (replicas 2) */
+static void start_all(struct holder_test *t, int nodes, const char *lie)
+{
+	FILE *f = fopen(t->conf, "w");
+	uint64_t end;
+	int i;
+
+	t->nodes = nodes;
+	assert_non_null(f);
+	fprintf(f,
+		"[cluster]\nname = holder\nsecret_file = %s\nheartbeat_ms = 100\n"
+		"dead_after_ms = %d\nreplicas = %d\n",
+		t->key, 3000 * SLOW, nodes - 1);
+	for (i = 0; i < nodes; i++)
+		fprintf(
+		    f,
+		    "\n[node %s]\nid = %d\naddress = 127.0.0.1:%d\nlocal_mb = %d\ndonate_mb = %d\n",
+		    names[i], i + 1, t->port + i, i ? 16 : 1, i ? 64 : 0);
+	fclose(f);
+	for (i = nodes - 1; i >= 0; i--) {
+		t->args[i][0] = "--config";
+		t->args[i][1] = t->conf;
+		t->args[i][2] = "--node";
+		t->args[i][3] = names[i];
+		t->args[i][4] = NULL;
+		if (i == 1)
+			setenv("RAMSTER_TEST_HOLDER_LIE", lie, 1);
+		assert_int_equal(harness_start(&t->h[i], t->args[i]), 0);
+		unsetenv("RAMSTER_TEST_HOLDER_LIE");
+	}
+	end = harness_now_ms() + 10000 * SLOW;
+	while (stat_of(t, 0, "cluster_links_up") < (uint64_t)nodes - 1 && harness_now_ms() < end)
+		usleep(20000);
+	assert_int_equal(stat_of(t, 0, "cluster_links_up"), nodes - 1);
+}
+
+static int setup(void **state)
+{
+	struct holder_test *t = calloc(1, sizeof(*t));
+	FILE *f;
+
+	if (!t)
+		return -1;
+	snprintf(t->dir, sizeof(t->dir), "/tmp/ramster-holder.XXXXXX");
+	if (!mkdtemp(t->dir))
+		return -1;
+	snprintf(t->key, sizeof(t->key), "%s/cluster.key", t->dir);
+	snprintf(t->conf, sizeof(t->conf), "%s/cluster.conf", t->dir);
+	f = fopen(t->key, "w");
+	if (!f)
+		return -1;
+	fputs("7c1d9e2f3a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f\n", f);
+	fclose(f);
+	chmod(t->key, 0600);
+	srandom((unsigned)getpid());
+	do
+		t->port = 20000 + (int)(random() % 30000);
+	while (!port_free(t->port) || !port_free(t->port + 1) || !port_free(t->port + 2));
+	*state = t;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct holder_test *t = *state;
+	char cmd[128];
+	int bad = 0, i;
+
+	for (i = 0; i < 3; i++)
+		if (t->h[i].pid && harness_stop(&t->h[i]))
+			bad = 1;
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", t->dir);
+	if (system(cmd))
+		bad = 1;
+	free(t);
+	return bad ? -1 : 0;
+}
+
+static void put_all(ramster *r, int pool, uint64_t version)
+{
+	static unsigned char page[PAGE];
+	struct ramster_oid oid;
+	int i;
+
+	for (i = 0; i < PAGES; i++) {
+		oid = harness_oid(21, (uint64_t)i / 256);
+		harness_page_text(page, (uint64_t)i * 7 + version * 1000003);
+		assert_int_equal(ramster_put(r, pool, &oid, (uint32_t)(i % 256), page), 0);
+	}
+}
+
+/* Read every page: exact (this version) or -EIO, never anything else. @return the -EIOs. */
+static uint64_t get_all(ramster *r, int pool, uint64_t version)
+{
+	static unsigned char page[PAGE], want[PAGE];
+	struct ramster_oid oid;
+	uint64_t eio = 0;
+	int i, rc;
+
+	for (i = 0; i < PAGES; i++) {
+		oid = harness_oid(21, (uint64_t)i / 256);
+		memset(page, 0xa5, sizeof(page));
+		rc = ramster_get(r, pool, &oid, (uint32_t)(i % 256), page);
+		harness_page_text(want, (uint64_t)i * 7 + version * 1000003);
+		if (rc == -EIO) {
+			eio++;
+			continue;
+		}
+		assert_int_equal(rc, 0);
+		assert_memory_equal(page, want, PAGE);
+	}
+	return eio;
+}
+
+static void wait_remote(struct holder_test *t)
+{
+	uint64_t end = harness_now_ms() + 10000 * SLOW;
+
+	while (stat_of(t, 0, "tier_remote_pages") < PAGES / 2 && harness_now_ms() < end)
+		usleep(50000);
+	assert_true(stat_of(t, 0, "tier_remote_pages") >= PAGES / 2);
+}
+
+static void one_liar(void **state, const char *lie)
+{
+	struct holder_test *t = *state;
+	ramster *r;
+	uint64_t eio;
+	int pool;
+
+	start_all(t, 2, lie);
+	r = harness_connect(&t->h[0]);
+	assert_non_null(r);
+	pool = ramster_pool_new(r, RAMSTER_PERSISTENT, NULL);
+	assert_true(pool >= 0);
+	put_all(r, pool, 1);
+	wait_remote(t);
+	if (!strcmp(lie, "old")) {
+		/* the page again: beta keeps answering with the first version */
+		put_all(r, pool, 2);
+		wait_remote(t);
+	}
+	eio = get_all(r, pool, strcmp(lie, "old") ? 1 : 2);
+	fprintf(stderr,
+		"holder lies %s: %llu gets -EIO, alpha's seal failures %llu, beta's lies %llu\n",
+		lie, (unsigned long long)eio,
+		(unsigned long long)stat_of(t, 0, "remote_seal_failures"),
+		(unsigned long long)stat_of(t, 1, "remote_holder_lies"));
+	assert_true(eio > 0);
+	assert_true(stat_of(t, 0, "remote_seal_failures") >= eio);
+	assert_true(stat_of(t, 1, "remote_holder_lies") >= eio);
+	ramster_close(r);
+}
+
+static void test_lie_other(void **state)
+{
+	one_liar(state, "other");
+}
+
+static void test_lie_old(void **state)
+{
+	one_liar(state, "old");
+}
+
+static void test_lie_garbage(void **state)
+{
+	one_liar(state, "garbage");
+}
+
+struct cutter {
+	int port;
+	volatile int stop;
+	unsigned cuts;
+};
+
+/* Cut alpha's link to gamma again and again: a holder on a lost link is asked last. */
+static void *cutter_main(void *arg)
+{
+	struct cutter *k = arg;
+	char cmd[160];
+
+	snprintf(cmd, sizeof(cmd), "ss -K dst 127.0.0.1 dport = :%d >/dev/null 2>&1", k->port);
+	while (!k->stop) {
+		if (system(cmd) == 0)
+			k->cuts++;
+		usleep(30000);
+	}
+	return NULL;
+}
+
+/*
+ * Two copies, one on the liar: every get answers right (from gamma, the honest
+ * holder). Gets go to the nearest holder first; alpha's link to gamma is cut
+ * over and over meanwhile, so that beta (the liar) is asked first often: its
+ * answers fail their seal and the gets fall over to gamma.
+ */
+static void test_lie_fallover(void **state)
+{
+	struct holder_test *t = *state;
+	struct cutter k = {0};
+	pthread_t th;
+	ramster *r;
+	int pool;
+
+	if (system("ss -K dst 127.0.0.2 dport = :1 >/dev/null 2>&1")) {
+		skip(); /* no ss -K (CONFIG_INET_DIAG_DESTROY): gamma cannot be made the farther */
+	}
+	start_all(t, 3, "garbage");
+	r = harness_connect(&t->h[0]);
+	assert_non_null(r);
+	pool = ramster_pool_new(r, RAMSTER_PERSISTENT, NULL);
+	assert_true(pool >= 0);
+	put_all(r, pool, 1);
+	wait_remote(t);
+	k.port = t->port + 2;
+	assert_int_equal(pthread_create(&th, NULL, cutter_main, &k), 0);
+	assert_int_equal(get_all(r, pool, 1), 0);
+	k.stop = 1;
+	pthread_join(th, NULL);
+	fprintf(stderr,
+		"holder lies with a second copy: %u cuts, seal failures %llu, fallovers %llu\n",
+		k.cuts, (unsigned long long)stat_of(t, 0, "remote_seal_failures"),
+		(unsigned long long)stat_of(t, 0, "remote_get_fallovers"));
+	assert_true(stat_of(t, 0, "remote_seal_failures") > 0);
+	assert_true(stat_of(t, 0, "remote_get_fallovers") >= stat_of(t, 0, "remote_seal_failures"));
+	ramster_close(r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_lie_other, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lie_old, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lie_garbage, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lie_fallover, setup, teardown),
+	};
+	const char *slow = getenv("RAMSTER_TEST_SLOW");
+
+	if (slow && atoi(slow) > 0)
+		SLOW = atoi(slow);
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,368 @@
+/*
+ * test_relay - an on-path attacker between two real ramsterd nodes
+ * (tests/integration/relay.py): alpha's cluster file names the relay as
+ * beta's address, so alpha's link to beta runs through it. The relay records
+ * every byte, and (one case each) flips a bit of a frame, replays one, drops
+ * one, forges one (a P_DRAIN in the clear), or splices a frame of one link
+ * into the next. Every case: the attacked link closes (beta counts
+ * cluster_frame_auth_failures), the pages still come back exact (nothing
+ * wrong reaches a client), beta never drains, and the recording holds no
+ * page content. A control with link_security = integrity shows the recording
+ * does hold page text when frames are only MAC'd (the check can fail).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+#define PAGE   4096
+#define PAGES  3072 /* 6x alpha's 1 MiB tier: most of it has to go to beta */
+#define MARKER "TOPSECRET card"
+
+struct relay_test {
+	char dir[64], key[128], conf[2][128], capture[128], relay_log[128];
+	int port; /* alpha, beta, relay */
+	pid_t relay;
+	struct harness h[2];
+	const char *args[2][8];
+};
+
+static int SLOW = 1;
+
+static int port_free(int port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	int fd = socket(AF_INET, SOCK_STREAM, 0), ok;
+
+	sa.sin_addr.s_addr = htonl(INADDR_ANY);
+	ok = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/* A page of "TOPSECRET card NNNN ..." lines: text that compression keeps as literals. */
+static void marker_page(unsigned char *page, uint64_t seed)
+{
+	size_t n = 0;
+	uint64_t i = 0;
+
+	while (n < PAGE) {
+		char line[96];
+		int k = snprintf(
+		    line, sizeof(line), MARKER " %016llx holder %llu expires %02llu/%02llu\n",
+		    (unsigned long long)(seed * 7919 + i * 104729), (unsigned long long)(seed ^ i),
+		    (unsigned long long)(i % 12 + 1), (unsigned long long)(seed % 30 + 20));
+
+		memcpy(page + n, line, n + (size_t)k > PAGE ? PAGE - n : (size_t)k);
+		n += (size_t)k;
+		i++;
+	}
+}
+
+static void write_conf(struct relay_test *t, int node, const char *security)
+{
+	FILE *f = fopen(t->conf[node], "w");
+
+	assert_non_null(f);
+	fprintf(f,
+		"[cluster]\nname = relay\nsecret_file = %s\nheartbeat_ms = 100\n"
+		"dead_after_ms = %d\nlink_security = %s\n"
+		"\n[node alpha]\nid = 1\naddress = 127.0.0.1:%d\nlocal_mb = 1\ndonate_mb = 0\n"
+		"\n[node beta]\nid = 2\naddress = 127.0.0.1:%d\nlocal_mb = 16\ndonate_mb = 64\n",
+		t->key, 3000 * SLOW, security, t->port,
+		/* alpha dials the relay for beta; beta listens on its own port */
+		node == 0 ? t->port + 2 : t->port + 1);
+	fclose(f);
+}
+
+static int start_node(struct relay_test *t, int node)
+{
+	t->args[node][0] = "--config";
+	t->args[node][1] = t->conf[node];
+	t->args[node][2] = "--node";
+	t->args[node][3] = node ? "beta" : "alpha";
+	t->args[node][4] = NULL;
+	return harness_start(&t->h[node], t->args[node]);
+}
+
+static uint64_t stat_of(struct relay_test *t, int node, const char *name)
+{
+	ramster *r = harness_connect(&t->h[node]);
+	uint64_t v = 0;
+
+	assert_non_null(r);
+	assert_int_equal(harness_stat(r, name, &v), 0);
+	ramster_close(r);
+	return v;
+}
+
+static int wait_up(struct relay_test *t, unsigned ms)
+{
+	uint64_t end = harness_now_ms() + ms;
+
+	do {
+		if (stat_of(t, 0, "cluster_links_up") == 1 &&
+		    stat_of(t, 1, "cluster_links_up") == 1)
+			return 0;
+		usleep(20000);
+	} while (harness_now_ms() < end);
+	return -ETIMEDOUT;
+}
+
+/* Start the relay in mode (frame k), beta, then alpha, with link_security security. */
+static void start_all(struct relay_test *t, const char *mode, const char *security)
+{
+	char port[16], tport[16], kk[16];
+	const char *py = getenv("PYTHON") ? getenv("PYTHON") : "python3";
+	int fd;
+
+	snprintf(port, sizeof(port), "%d", t->port + 2);
+	snprintf(tport, sizeof(tport), "%d", t->port + 1);
+	snprintf(kk, sizeof(kk), "%d", 20);
+	t->relay = fork();
+	assert_true(t->relay >= 0);
+	if (t->relay == 0) {
+		fd = open(t->relay_log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		if (fd >= 0)
+			dup2(fd, 2);
+		execlp(py, py, "tests/integration/relay.py", port, "127.0.0.1", tport, t->capture,
+		       mode, kk, (char *)NULL);
+		_exit(127);
+	}
+	usleep(300000);
+	write_conf(t, 0, security);
+	write_conf(t, 1, security);
+	assert_int_equal(start_node(t, 1), 0);
+	assert_int_equal(start_node(t, 0), 0);
+	assert_int_equal(wait_up(t, 10000 * SLOW), 0);
+}
+
+static int setup(void **state)
+{
+	struct relay_test *t = calloc(1, sizeof(*t));
+	FILE *f;
+
+	if (!t)
+		return -1;
+	if (system("command -v python3 >/dev/null 2>&1")) {
+		fprintf(stderr, "SKIP: python3 is not installed (the relay is a Python script)\n");
+		free(t);
+		return -1;
+	}
+	snprintf(t->dir, sizeof(t->dir), "/tmp/ramster-relay.XXXXXX");
+	if (!mkdtemp(t->dir))
+		return -1;
+	snprintf(t->key, sizeof(t->key), "%s/cluster.key", t->dir);
+	snprintf(t->conf[0], sizeof(t->conf[0]), "%s/alpha.conf", t->dir);
+	snprintf(t->conf[1], sizeof(t->conf[1]), "%s/beta.conf", t->dir);
+	snprintf(t->capture, sizeof(t->capture), "%s/capture", t->dir);
+	snprintf(t->relay_log, sizeof(t->relay_log), "%s/relay.log", t->dir);
+	f = fopen(t->key, "w");
+	if (!f)
+		return -1;
+	fputs("5a1e6c0b9d3f47e28a6b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f\n", f);
+	fclose(f);
+	chmod(t->key, 0600);
+	srandom((unsigned)getpid());
+	do
+		t->port = 20000 + (int)(random() % 30000);
+	while (!port_free(t->port) || !port_free(t->port + 1) || !port_free(t->port + 2));
+	*state = t;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct relay_test *t = *state;
+	char cmd[128], line[256];
+	int bad = 0, i;
+	FILE *f;
+
+	for (i = 0; i < 2; i++)
+		if (t->h[i].pid && harness_stop(&t->h[i]))
+			bad = 1;
+	if (t->relay > 0) {
+		kill(t->relay, SIGTERM);
+		waitpid(t->relay, NULL, 0);
+	}
+	f = fopen(t->relay_log, "r");
+	while (f && fgets(line, sizeof(line), f))
+		fprintf(stderr, "  %s", line);
+	if (f)
+		fclose(f);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", t->dir);
+	if (system(cmd))
+		bad = 1;
+	free(t);
+	return bad ? -1 : 0;
+}
+
+/* Occurrences of the marker in the relay's recording. */
+static size_t capture_hits(struct relay_test *t, size_t *bytes)
+{
+	static char buf[1 << 20];
+	size_t n, hits = 0, carry = 0, len = strlen(MARKER);
+	FILE *f = fopen(t->capture, "rb");
+
+	*bytes = 0;
+	assert_non_null(f);
+	while ((n = fread(buf + carry, 1, sizeof(buf) - carry, f)) > 0) {
+		char *p = buf, *end = buf + carry + n;
+
+		*bytes += n;
+		while ((p = memmem(p, (size_t)(end - p), MARKER, len))) {
+			hits++;
+			p += len;
+		}
+		carry = len - 1 < (size_t)(end - buf) ? len - 1 : 0;
+		memmove(buf, end - carry, carry);
+	}
+	fclose(f);
+	return hits;
+}
+
+/* Put PAGES marker pages in a persistent pool on alpha; read them back, every byte. */
+static void round_trip(struct relay_test *t, uint64_t *remote)
+{
+	static unsigned char page[PAGE], want[PAGE];
+	ramster *r = harness_connect(&t->h[0]);
+	struct ramster_oid oid;
+	int pool, i, rc;
+	uint64_t end;
+
+	assert_non_null(r);
+	pool = ramster_pool_new(r, RAMSTER_PERSISTENT, NULL);
+	assert_true(pool >= 0);
+	for (i = 0; i < PAGES; i++) {
+		oid = harness_oid(12, (uint64_t)i / 256);
+		marker_page(page, (uint64_t)i);
+		assert_int_equal(ramster_put(r, pool, &oid, (uint32_t)(i % 256), page), 0);
+	}
+	end = harness_now_ms() + 10000 * SLOW;
+	while (stat_of(t, 0, "tier_remote_pages") < PAGES / 2 && harness_now_ms() < end)
+		usleep(50000);
+	*remote = stat_of(t, 0, "tier_remote_pages");
+	for (i = 0; i < PAGES; i++) {
+		oid = harness_oid(12, (uint64_t)i / 256);
+		rc = ramster_get(r, pool, &oid, (uint32_t)(i % 256), page);
+		assert_int_equal(rc, 0); /* persistent, and nothing may be lost to an attacker */
+		marker_page(want, (uint64_t)i);
+		assert_memory_equal(page, want, PAGE);
+	}
+	assert_int_equal(ramster_pool_destroy(r, pool), 0);
+	ramster_close(r);
+}
+
+static void attack(void **state, const char *mode)
+{
+	struct relay_test *t = *state;
+	uint64_t remote, fails = 0, end;
+	size_t bytes, hits;
+
+	start_all(t, mode, "secure");
+	round_trip(t, &remote);
+	assert_true(remote >= PAGES / 2); /* the pages did cross the relay */
+	end = harness_now_ms() + 10000 * SLOW;
+	while (strcmp(mode, "record") && harness_now_ms() < end &&
+	       !(fails = stat_of(t, 1, "cluster_frame_auth_failures")))
+		usleep(50000);
+	hits = capture_hits(t, &bytes);
+	fprintf(stderr,
+		"relay %s: %llu pages remote, beta's frame_auth_failures %llu, "
+		"alpha's links lost %llu; capture %zu bytes, %zu markers\n",
+		mode, (unsigned long long)remote, (unsigned long long)fails,
+		(unsigned long long)stat_of(t, 0, "cluster_links_lost"), bytes, hits);
+	assert_true(bytes > (size_t)PAGES * 256); /* the pages' bytes did pass */
+	assert_int_equal(hits, 0);
+	if (strcmp(mode, "record"))
+		assert_true(fails >= 1);
+	else
+		assert_int_equal(stat_of(t, 1, "cluster_frame_auth_failures"), 0);
+	assert_int_equal(stat_of(t, 1, "drain_active"), 0);
+	assert_true(harness_alive(&t->h[0]) && harness_alive(&t->h[1]));
+}
+
+static void test_record(void **state)
+{
+	attack(state, "record");
+}
+
+static void test_flip(void **state)
+{
+	attack(state, "flip");
+}
+
+static void test_replay(void **state)
+{
+	attack(state, "replay");
+}
+
+static void test_drop(void **state)
+{
+	attack(state, "drop");
+}
+
+static void test_forge(void **state)
+{
+	attack(state, "forge");
+}
+
+static void test_splice(void **state)
+{
+	attack(state, "splice");
+}
+
+/* The control: integrity-only links carry page text in the clear, and still refuse a flip. */
+static void test_integrity_control(void **state)
+{
+	struct relay_test *t = *state;
+	uint64_t remote, end;
+	size_t bytes, hits;
+
+	start_all(t, "flip", "integrity");
+	round_trip(t, &remote);
+	end = harness_now_ms() + 10000 * SLOW;
+	while (!stat_of(t, 1, "cluster_frame_auth_failures") && harness_now_ms() < end)
+		usleep(50000);
+	hits = capture_hits(t, &bytes);
+	fprintf(stderr, "relay integrity: %llu pages remote; capture %zu bytes, %zu markers\n",
+		(unsigned long long)remote, bytes, hits);
+	assert_true(hits > 0);
+	assert_true(stat_of(t, 1, "cluster_frame_auth_failures") >= 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_record, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_flip, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_replay, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_drop, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_forge, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_splice, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_integrity_control, setup, teardown),
+	};
+	const char *slow = getenv("RAMSTER_TEST_SLOW");
+
+	if (slow && atoi(slow) > 0)
+		SLOW = atoi(slow);
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
