@@ -312,8 +312,8 @@ static void tr_read_cb(void *arg, int err, const void *data, size_t len)
 static void test_one_sided_read(void **state)
 {
 	enum { REGION = 1 << 20 };
-	static const size_t lens[] = { 1, 63, 1000, 4096 };
-	static const size_t offs[] = { 0, 4096 * 7 + 5, REGION - 4096 };
+	static const size_t lens[] = { 1, 63, 1000, 4096, TCONN_READ_MAX }; /* a sealed page */
+	static const size_t offs[] = { 0, 4096 * 7 + 5, REGION - TCONN_READ_MAX };
 	static struct tr_read rd;
 	uint8_t *region = NULL;
 	uint32_t rkey, k2;
@@ -340,8 +340,9 @@ static void test_one_sided_read(void **state)
 		}
 	}
 	assert_int_equal(tconn_read(tr.k.c, (uintptr_t)region, rkey, 0, tr_read_cb, &rd), -EINVAL);
-	assert_int_equal(tconn_read(tr.k.c, (uintptr_t)region, rkey, 4097, tr_read_cb, &rd),
-			 -EINVAL);
+	assert_int_equal(
+	    tconn_read(tr.k.c, (uintptr_t)region, rkey, TCONN_READ_MAX + 1, tr_read_cb, &rd),
+	    -EINVAL);
 	/* a key that names nothing: the connection goes, the read fails */
 	memset(&rd, 0, sizeof(rd));
 	assert_int_equal(tconn_read(tr.k.c, (uintptr_t)region, rkey ^ 0x5a5a00, 64, tr_read_cb, &rd),
