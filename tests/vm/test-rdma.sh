@@ -188,10 +188,13 @@ start n3 "$dir/wrong.conf"
 sleep 6
 a1=$(stat n1 cluster_auth_failures)
 a2=$(stat n2 cluster_auth_failures)
-if [ "$(peers_up n1)" -eq 1 ] && [ "${a1:-0}" -gt "${a0:-0}" ]; then
-	pass "n3 with the wrong secret refused (auth failures: n1 $a1, n2 $a2)"
+a3=$(stat n3 cluster_auth_failures)
+# handshake v2: the dialer (the lower id) proves first, so the acceptor n3 is the
+# one that finds the proofs wrong; an acceptor n1 would count them too
+if [ "$(peers_up n1)" -eq 1 ] && [ $((${a1:-0} - ${a0:-0} + ${a3:-0})) -gt 0 ]; then
+	pass "n3 with the wrong secret refused (auth failures: n1 $a1, n2 $a2, n3 $a3)"
 else
-	fail "wrong secret: n1 peers up $(peers_up n1), auth failures n1 ${a0:-?} -> ${a1:-?}"
+	fail "wrong secret: n1 peers up $(peers_up n1), auth failures n1 ${a0:-?} -> ${a1:-?}, n3 ${a3:-?}"
 	tail -5 "$dir/n1.log"
 fi
 kill -0 "$p1" 2>/dev/null && kill -0 "$p2" 2>/dev/null && pass "n1 and n2 still running" ||
