@@ -74,8 +74,10 @@ static void start_all(struct holder_test *t, int nodes, const char *lie)
 	assert_non_null(f);
 	fprintf(f,
 		"[cluster]\nname = holder\nsecret_file = %s\nheartbeat_ms = 100\n"
-		"dead_after_ms = %d\nreplicas = %d\n",
-		t->key, 3000 * SLOW, nodes - 1);
+		"dead_after_ms = %d\nrequest_timeout_ms = %d\nreplicas = %d\n",
+		/* a get may wait out a link cut and a loaded machine: each holder gets
+		 * request_timeout_ms / holders (issue 11) */
+		t->key, 3000 * SLOW, 12000 * SLOW, nodes - 1);
 	for (i = 0; i < nodes; i++)
 		fprintf(
 		    f,
