@@ -230,8 +230,6 @@ int remote_copy_send(struct remote *r, const struct tmem_handle *h, bool pers, c
 		     size_t len, uint64_t *exclude, unsigned *tries, unsigned max, uint32_t *to,
 		     cluster_reply_fn cb, void *arg)
 {
-	/* the holder checks the opaque sealed bytes arrived whole (it cannot open them) */
-	uint32_t checksum = zcache_checksum(data, len);
 	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
 	Ramster__Peer__Page pg;
 	int node;
@@ -242,7 +240,8 @@ int remote_copy_send(struct remote *r, const struct tmem_handle *h, bool pers, c
 			break;
 		(*tries)++;
 		*to = (uint32_t)node;
-		remote_page_init(&pg, h, pers ? PAGE_PERSISTENT : 0, checksum);
+		/* checksum 0: the link's tag covers the bytes in transit, our seal end to end */
+		remote_page_init(&pg, h, pers ? PAGE_PERSISTENT : 0, 0);
 		m.op = RAMSTER__PEER__OP__P_PUT;
 		m.page = &pg;
 		if (cluster_request(r->cl, (uint32_t)node, &m, data, len, r->timeout_ms, cb, arg) ==
@@ -532,8 +531,7 @@ void remote_foreach_stat(struct remote *r,
 	fn(arg, "remote_flushes_dropped", atomic_load(&r->flushes_dropped),
 	   "remote flushes dropped: the holder is dead");
 	R(served_puts, "peer pages stored in the foreign store");
-	R(served_puts_refused, "peer pages refused (store full, bad checksum)");
-	R(served_checksum_errors, "peer pages whose bytes failed their checksum");
+	R(served_puts_refused, "peer pages refused (store full, draining)");
 	R(served_gets, "peer gets answered with a page");
 	R(served_get_misses, "peer gets of pages not held");
 	R(served_flushes, "peer flushes served");

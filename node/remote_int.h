@@ -211,7 +211,7 @@ struct remote {
 	uint64_t gets, get_hits, get_lost, get_misses, get_unreachable;
 	uint64_t flushes_sent, flush_retries;
 	atomic_uint_fast64_t flushes_dropped; /* also bumped by flush_queue on any thread */
-	uint64_t served_puts, served_puts_refused, served_checksum_errors, served_gets,
+	uint64_t served_puts, served_puts_refused, served_gets,
 	    served_get_misses, served_flushes;
 	uint64_t owner_drops;
 	uint64_t pings, served_echoes;
