@@ -450,8 +450,10 @@ static void test_up(void **state)
 	assert_true(stat_of(0, "cluster_handshakes") >= 1);
 	assert_true(stat_of(1, "cluster_handshakes") >= 1);
 	assert_int_equal(stat_of(0, "cluster_auth_failures"), 0);
-	assert_int_equal(stat_of(1, "cluster_links_accepted"), 1);
-	assert_int_equal(stat_of(0, "cluster_dials"), 1);
+	/* one dial and one accept on a quiet machine; a handshake slower than its
+	 * deadline (a sanitizer build on a loaded one) is dialed again */
+	assert_true(stat_of(1, "cluster_links_accepted") >= 1);
+	assert_true(stat_of(0, "cluster_dials") >= 1);
 }
 
 static void test_three_up(void **state)
