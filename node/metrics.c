@@ -216,7 +216,7 @@ static void metrics_counter(void *arg, const char *name, uint64_t value, const c
 
 static void metrics_peers(FILE *f, const struct client_env *env)
 {
-	static const char *const states[] = {"up", "connecting", "down", "dead"};
+	static const char *const states[] = {"up", "connecting", "down", "unreachable"};
 	struct cluster_peer_info info[CONFIG_NODES_MAX];
 	size_t n, i, s;
 
@@ -236,7 +236,7 @@ static void metrics_peers(FILE *f, const struct client_env *env)
 	} while (0)
 
 	metrics_head(f, "ramster_peer_state", "gauge",
-		     "the link to the peer: 1 for its state now (up, connecting, down, dead)");
+		     "the link to the peer: 1 for its state now (up, connecting, down, unreachable)");
 	for (i = 0; i < n; i++)
 		for (s = 0; s < sizeof(states) / sizeof(states[0]); s++) {
 			fputs("ramster_peer_state", f);

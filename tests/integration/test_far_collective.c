@@ -93,9 +93,13 @@ static int setup(void **state)
 	fprintf(f, "[cluster]\nname = far\nsecret_file = %s\nheartbeat_ms = 50\ndead_after_ms = 500\n",
 		c->key);
 	for (i = 0; i < NODES; i++)
+		/* alpha on zbud (two pages a frame, whatever they compress to): the
+		 * region's pages fill its 4 MiB and go to beta (the dense allocator
+		 * would hold them all) */
 		fprintf(f, "\n[node %s]\nid = %d\naddress = 127.0.0.%d:%d\ntransport = tcp\n"
-			   "local_mb = %d\ndonate_mb = %d\n",
-			names[i], i + 1, i + 1, c->port + i, i == 0 ? 4 : 64, i == 0 ? 16 : 256);
+			   "local_mb = %d\ndonate_mb = %d\nallocator = %s\n",
+			names[i], i + 1, i + 1, c->port + i, i == 0 ? 4 : 64, i == 0 ? 16 : 256,
+			i == 0 ? "zbud" : "dense");
 	fclose(f);
 	for (i = 0; i < NODES; i++) {
 		const char *a[] = {"--config", c->conf, "--node", names[i], NULL};

@@ -193,7 +193,7 @@ def samples(path):
 a, b = samples(d + "/a2.prom"), samples(d + "/b2.prom")
 pb = (("peer", "b"), ("peer_id", "2"))
 pa = (("peer", "a"), ("peer_id", "1"))
-for st in ("up", "connecting", "down", "dead"):
+for st in ("up", "connecting", "down", "unreachable"):
     assert a[("ramster_peer_state", pb + (("state", st),))] == (st == "up"), st
 assert a[("ramster_peer_up", pb)] == 1 and b[("ramster_peer_up", pa)] == 1
 rtt = a[("ramster_peer_rtt_seconds", pb)]
