@@ -349,6 +349,11 @@ static int cluster_request_timeout(struct config_parse *p, const char *key, cons
 	return config_u32(p, key, v, 1, 600000, &p->c->request_timeout_ms);
 }
 
+static int cluster_room_wait(struct config_parse *p, const char *key, const char *v)
+{
+	return config_u32(p, key, v, 1, 60000, &p->c->room_wait_ms);
+}
+
 static int cluster_pers_max(struct config_parse *p, const char *key, const char *v)
 {
 	return config_fraction(p, key, v, &p->c->pers_max_frac);
@@ -533,6 +538,7 @@ static const struct config_key cluster_keys[] = {
     {"remotify_ephemeral", cluster_remotify_eph},
     {"remotify_persistent", cluster_remotify_pers},
     {"request_timeout_ms", cluster_request_timeout},
+    {"room_wait_ms", cluster_room_wait},
     {"pers_max", cluster_pers_max},
     {"pers_mean_max", cluster_pers_mean_max},
     {"pers_mean_limit", cluster_pers_mean_limit},
@@ -872,6 +878,7 @@ void config_defaults(struct config *c)
 	c->remotify_persistent = true;
 	c->request_timeout_ms = c->dead_after_ms;
 	c->orphan_after_ms = CONFIG_DEFAULT_ORPHAN_AFTER_MS;
+	c->room_wait_ms = 500; /* STORE_DEFAULT_ROOM_WAIT_MS */
 	c->env.frame_timeout_ms = 30000;
 	c->env.rdma_read = true;
 }

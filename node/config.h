@@ -89,6 +89,7 @@ struct config {
 	bool remotify_ephemeral;        /* default true */
 	bool remotify_persistent;       /* default true */
 	uint32_t request_timeout_ms;    /* a remote request's limit (default dead_after_ms) */
+	uint32_t room_wait_ms;          /* a full tier's put waits this long for room (default 500) */
 	uint32_t orphan_after_ms;       /* an unreachable peer's lease (default 600000) */
 	/* compression thresholds in 1/1024ths of a page (0 = default) */
 	uint32_t pers_max_frac, pers_mean_max_frac, pers_mean_limit_frac;

@@ -335,7 +335,7 @@ int main(int argc, char **argv)
 			   self->name, self->id, cfg.cluster_name, cfg.n_nodes, self->host,
 			   self->port, (unsigned long long)self->donate_mb);
 	}
-	n.store = store_create(n.loop, n.zcache, n.remote);
+	n.store = store_create(n.loop, n.zcache, n.remote, cfg.room_wait_ms);
 	if (!n.store) {
 		log_error("cannot create the store: out of memory");
 		goto destroy_remote;

@@ -18,6 +18,7 @@ struct store {
 	struct zcache *z;
 	struct tmem *t;
 	struct remote *remote; /* NULL: a single node */
+	uint64_t room_wait_ns; /* a put waits this long without progress, at most */
 	/* counters: the loop writes them */
 	uint64_t room_waits;   /* puts that waited for remotify to make room */
 	uint64_t room_refused; /* ... and were refused all the same */
@@ -25,7 +26,8 @@ struct store {
 	uint64_t lost_nocollective; /* remote pages met with no collective */
 };
 
-struct store *store_create(struct ev_loop *loop, struct zcache *z, struct remote *remote)
+struct store *store_create(struct ev_loop *loop, struct zcache *z, struct remote *remote,
+			   unsigned room_wait_ms)
 {
 	struct store *s = calloc(1, sizeof(*s));
 
@@ -35,6 +37,8 @@ struct store *store_create(struct ev_loop *loop, struct zcache *z, struct remote
 	s->z = z;
 	s->t = zcache_tmem(z);
 	s->remote = remote;
+	s->room_wait_ns = (uint64_t)(room_wait_ms ? room_wait_ms : STORE_DEFAULT_ROOM_WAIT_MS) *
+			  1000000u;
 	return s;
 }
 
@@ -115,7 +119,7 @@ static int put_try(struct store *s, struct store_req *q)
 		q->waited = true;
 		s->room_waits++;
 	}
-	if (now - q->wait_start < (uint64_t)STORE_ROOM_WAIT_MS * 1000000u) {
+	if (now - q->wait_start < s->room_wait_ns) {
 		q->room = remote_wait_room(s->remote, STORE_ROOM_STEP_MS, put_room, q);
 		return STORE_PENDING;
 	}

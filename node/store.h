@@ -33,11 +33,11 @@ struct store;
 /*
  * The room-wait policy, the one every frontend gets: a persistent put that
  * finds the tier full (and a collective that could make room) waits for
- * remotify in steps of STORE_ROOM_STEP_MS, at most STORE_ROOM_WAIT_MS without
- * a page stored; a request whose put waited that long in vain refuses the rest
+ * remotify in steps of STORE_ROOM_STEP_MS, at most room_wait_ms (the cluster
+ * file's, default STORE_DEFAULT_ROOM_WAIT_MS) without a page stored; a request whose put waited that long in vain refuses the rest
  * of its puts at once (a batch does not wait once a page).
  */
-#define STORE_ROOM_WAIT_MS 500
+#define STORE_DEFAULT_ROOM_WAIT_MS 500 /* [cluster] room_wait_ms */
 #define STORE_ROOM_STEP_MS 20
 
 typedef void (*store_done_fn)(void *arg, int result);
@@ -64,7 +64,8 @@ struct store_req {
  * The store over the tier z and the collective remote (NULL: a single node).
  * @return it, or NULL (ENOMEM).
  */
-struct store *store_create(struct ev_loop *loop, struct zcache *z, struct remote *remote);
+struct store *store_create(struct ev_loop *loop, struct zcache *z, struct remote *remote,
+			   unsigned room_wait_ms);
 void store_destroy(struct store *s);
 
 /* The tier's handle space (pool tables and listings; never page data). */

@@ -105,9 +105,11 @@ static void write_conf(struct coll *c, int i, const char *cluster, const char *k
 	int n;
 
 	assert_non_null(f);
+	/* room_wait_ms stretched with the rest: a slow VM's remotify frees room
+	 * later than the default 0.5 s */
 	fprintf(f, "[cluster]\nname = %s\nsecret_file = %s\nheartbeat_ms = %d\ndead_after_ms = %d\n"
-		   "request_timeout_ms = %d\nreplicas = %d\n",
-		cluster, key, HEARTBEAT_MS, DEAD_MS, TIMEOUT_MS, REPLICAS);
+		   "request_timeout_ms = %d\nroom_wait_ms = %d\nreplicas = %d\n",
+		cluster, key, HEARTBEAT_MS, DEAD_MS, TIMEOUT_MS, 500 * SLOW, REPLICAS);
 	for (n = 0; n < NODES; n++)
 		fprintf(f,
 			"\n[node %s]\nid = %d\naddress = %s%d:%d\ntransport = %s\nlocal_mb = %d\n"

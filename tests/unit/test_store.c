@@ -35,7 +35,7 @@ static int setup(void **state)
 	assert_non_null(f);
 	f->z = zcache_create(&c);
 	assert_non_null(f->z);
-	f->s = store_create(NULL, f->z, NULL);
+	f->s = store_create(NULL, f->z, NULL, 0);
 	assert_non_null(f->s);
 	*state = f;
 	return 0;
