@@ -47,6 +47,8 @@ static void ctl_usage(FILE *f)
 		"                  owner (placed on another peer); shows the node's progress\n"
 		"                  until none is left; then it can stop without loss\n"
 		"  undrain [NODE]  take peers' pages again\n"
+		"  clients         per uid: connections, pools, pages, bytes in and out,\n"
+		"                  refusals, quota and weight (root: every uid; else your own)\n"
 		"  genkey          print a new cluster key (32 random bytes as 64 hex digits)\n"
 		"\n"
 		"Options:\n"
@@ -211,6 +213,33 @@ static int ctl_pools(ramster *r)
 		       (p[i].flags & RAMSTER_SHARED) ? "shared" : "private", w[3], p[i].clients,
 		       w[4], (unsigned long long)p[i].objects, w[5], (unsigned long long)p[i].pages,
 		       uuid);
+	}
+	free(p);
+	return 0;
+}
+
+/* ---- clients ----------------------------------------------------------------- */
+
+static int ctl_clients(ramster *r)
+{
+	struct ramster_client_info *p = NULL;
+	size_t n = 0, i;
+	int rc = ramster_clients(r, &p, &n);
+	char quota[24];
+
+	if (rc)
+		return ctl_failed("clients", rc);
+	printf("%10s %6s %6s %12s %14s %14s %9s %9s %6s\n", "UID", "CONNS", "POOLS", "PAGES",
+	       "BYTES_IN", "BYTES_OUT", "REFUSALS", "MAX_MB", "WEIGHT");
+	for (i = 0; i < n; i++) {
+		if (p[i].max_mb)
+			snprintf(quota, sizeof(quota), "%llu", (unsigned long long)p[i].max_mb);
+		else
+			strcpy(quota, "-");
+		printf("%10u %6u %6u %12llu %14llu %14llu %9llu %9s %6u\n", p[i].uid,
+		       p[i].connections, p[i].pools, (unsigned long long)p[i].pages,
+		       (unsigned long long)p[i].bytes_in, (unsigned long long)p[i].bytes_out,
+		       (unsigned long long)p[i].refusals, quota, p[i].weight);
 	}
 	free(p);
 	return 0;
@@ -486,7 +515,7 @@ int main(int argc, char **argv)
 		return ctl_genkey();
 	if (strcmp(cmd, "status") && strcmp(cmd, "stats") && strcmp(cmd, "pools") &&
 	    strcmp(cmd, "peers") && strcmp(cmd, "exports") && strcmp(cmd, "ping") &&
-	    strcmp(cmd, "drain") && strcmp(cmd, "undrain"))
+	    strcmp(cmd, "drain") && strcmp(cmd, "undrain") && strcmp(cmd, "clients"))
 		return ctl_usage_error("unknown command", cmd);
 
 	if (!path) {
@@ -509,6 +538,8 @@ int main(int argc, char **argv)
 		rc = ctl_ping(r, ping_node);
 	else if (!strcmp(cmd, "exports"))
 		rc = ctl_exports(r);
+	else if (!strcmp(cmd, "clients"))
+		rc = ctl_clients(r);
 	else if (!strcmp(cmd, "drain") || !strcmp(cmd, "undrain"))
 		rc = ctl_drain(r, !strcmp(cmd, "drain"), drain_node, drain_wait);
 	else
