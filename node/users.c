@@ -126,6 +126,7 @@ static struct users_user *users_find(struct users *u, const struct users_cred *c
 	if (!uu)
 		return NULL;
 	uu->uid = cred->uid;
+	uu->privileged = cred->privileged;
 	uu->weight = u->limits.default_weight;
 	uu->max_connections = u->limits.max_clients_per_uid;
 	uu->max_pools = u->limits.max_pools_per_uid;
@@ -164,7 +165,8 @@ int users_connect(struct users *u, const struct users_cred *cred, struct users_u
 		return -EMFILE;
 	}
 	uu->connections++;
-	u->connections++;
+	if (!cred->privileged)
+		u->connections++; /* the operator's own do not use up max_clients */
 	*out = uu;
 	return 0;
 }
@@ -174,7 +176,8 @@ void users_disconnect(struct users *u, struct users_user *uu)
 	if (!uu)
 		return;
 	uu->connections--;
-	u->connections--;
+	if (!uu->privileged)
+		u->connections--;
 }
 
 int users_pool_take(struct users *u, struct users_user *uu)

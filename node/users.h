@@ -43,6 +43,7 @@ struct users_cred {
 struct users_user {
 	struct users_user *next;
 	uid_t uid;
+	bool privileged;          /* root or the daemon's uid */
 	uint32_t connections;     /* open now */
 	uint32_t pools;           /* pools it owns now (shared ones charged to their creator) */
 	uint64_t max_pages;       /* quota in pages, local and remote (0: none) */
