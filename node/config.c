@@ -470,7 +470,6 @@ LIMIT_KEY(limits_nbd_idle, nbd_idle_timeout_ms, 1000, 86400000)
 LIMIT_KEY(limits_peer_unauth, peer_unauth_max, 1, 4096)
 LIMIT_KEY(limits_peer_unauth_addr, peer_unauth_per_addr, 1, 4096)
 LIMIT_KEY(limits_peer_handshake, peer_handshake_timeout_ms, 100, 60000)
-LIMIT_KEY(limits_rdma_pending, rdma_pending_max, 1, 1024)
 #undef LIMIT_KEY
 
 static int user_max_mb(struct config_parse *p, const char *key, const char *v)
@@ -548,7 +547,6 @@ static const struct config_key limits_keys[] = {
     {"peer_unauth_max", limits_peer_unauth},
     {"peer_unauth_per_addr", limits_peer_unauth_addr},
     {"peer_handshake_timeout_ms", limits_peer_handshake},
-    {"rdma_pending_max", limits_rdma_pending},
     {NULL, NULL},
 };
 
@@ -960,7 +958,6 @@ void config_defaults(struct config *c)
 	    .peer_unauth_max = 32,
 	    .peer_unauth_per_addr = 4,
 	    .peer_handshake_timeout_ms = 3000,
-	    .rdma_pending_max = 8,
 	};
 }
 

@@ -172,6 +172,14 @@ struct nbd_listener {
 	struct sock_unix sock; /* is_unix: the socket file made, to unlink only ours */
 };
 
+/* nbd_limits.c: connection count, handshake and idle deadlines (issue 14). */
+struct nbd_limits {
+	ev_timer sweep;
+	uint32_t max_conns;
+	ev_tstamp handshake_s, idle_s, warned;
+	uint64_t refused, handshake_timeouts, idle_timeouts;
+};
+
 struct nbd {
 	struct ev_loop *loop;
 	struct store *store;
@@ -181,6 +189,7 @@ struct nbd {
 	struct nbd_conn *conns;
 	uint64_t next_id;
 	struct nbd_stats st;
+	struct nbd_limits lim;
 	char describe[CONFIG_PATH_MAX + CONFIG_NAME_MAX + 32];
 };
 
@@ -208,6 +217,7 @@ struct nbd_conn {
 	uint64_t id;
 	int fd;
 	bool got_flags, no_zeroes, transmit;
+	ev_tstamp since, active; /* accepted; last socket event (nbd_limits.c) */
 	bool closing; /* close once the output is sent (ABORT, DISC) */
 	bool closed;  /* closed while remote gets were out: the last one frees it */
 	struct nbd_export *exp;
@@ -391,5 +401,14 @@ const uint8_t *nbd_write_page(struct nbd_conn *c, uint64_t b, uint64_t first);
 bool nbd_discards(const struct nbd_req *r);
 void nbd_room_cb(void *arg, int result);
 void nbd_conn_new(struct nbd *n, int fd, bool tcp);
+
+/* nbd_limits.c */
+void nbd_limits_start(struct nbd *n, const struct config_limits *lim);
+void nbd_limits_stop(struct nbd *n);
+/* @return true when fd may become a connection; else it is closed and counted. */
+bool nbd_limits_admit(struct nbd *n, int fd);
+void nbd_limits_foreach_stat(const struct nbd *n,
+			     void (*fn)(void *arg, const char *name, uint64_t value, const char *help),
+			     void *arg);
 
 #endif /* RAMSTER_NODE_NBD_INT_H */

@@ -27,6 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -150,15 +152,16 @@ static struct fix *start(const char *conf, const char *node)
 	snprintf(f->key, sizeof(f->key), "%s/key", tmpl);
 	write_file(f->key, "0123456789abcdef0123456789abcdef\n", 0600);
 	{
-		/* "@KEY@" in conf names the key file */
-		char text[2048];
-		const char *at = strstr(conf, "@KEY@");
+		/* "@DIR@" in conf names the temp dir (the key is @DIR@/key) */
+		char text[2048], *at;
 
-		if (at)
-			snprintf(text, sizeof(text), "%.*s%s%s", (int)(at - conf), conf, f->key,
-				 at + 5);
-		else
-			snprintf(text, sizeof(text), "%s", conf);
+		snprintf(text, sizeof(text), "%s", conf);
+		while ((at = strstr(text, "@DIR@"))) {
+			char rest[2048];
+
+			snprintf(rest, sizeof(rest), "%s", at + 5);
+			snprintf(at, sizeof(text) - (size_t)(at - text), "%s%s", tmpl, rest);
+		}
 		write_file(f->conf, text, 0644);
 	}
 	assert_int_equal(harness_start(&f->h, args), 0);
@@ -431,6 +434,8 @@ static int a_tries_privileged(void *arg, ramster *r)
 	return 0;
 }
 
+static int pair_port;
+
 static struct fix *start_pair(void)
 {
 	char conf[1024];
@@ -438,11 +443,13 @@ static struct fix *start_pair(void)
 
 	/* node two never runs: requests to it wait, puts wait for room */
 	snprintf(conf, sizeof(conf),
-		 "[cluster]\nname = t14\nsecret_file = @KEY@\n"
+		 "[cluster]\nname = t14\nsecret_file = @DIR@/key\n"
 		 "heartbeat_ms = 100\ndead_after_ms = 1000\n"
+		 "[limits]\npeer_handshake_timeout_ms = 500\npeer_unauth_per_addr = 3\n"
 		 "[node one]\nid = 1\naddress = 127.0.0.1:%d\nlocal_mb = 2\ndonate_mb = 1\n"
 		 "[node two]\nid = 2\naddress = 127.0.0.1:%d\nlocal_mb = 2\ndonate_mb = 1\n",
 		 port, port + 1);
+	pair_port = port;
 	return start(conf, "one");
 }
 
@@ -825,6 +832,136 @@ static void test_quotas(void **state)
 	stop(f);
 }
 
+/* ---- 6. NBD and peer-link limits ------------------------------------------------------------ */
+
+/* Wait up to ms for fd's end of stream (or reset). @return ms it took, or -1. */
+static long wait_eof(int fd, unsigned ms)
+{
+	uint64_t t0 = harness_now_ms(), end = t0 + ms;
+	uint8_t buf[512];
+	ssize_t n;
+
+	while (harness_now_ms() < end) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+
+		if (poll(&p, 1, 50) <= 0)
+			continue;
+		n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			return (long)(harness_now_ms() - t0);
+	}
+	return -1;
+}
+
+static ssize_t recv_all(int fd, void *buf, size_t len)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < len) {
+		n = recv(fd, (char *)buf + got, len - got, 0);
+		if (n <= 0)
+			return -1;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+static void test_nbd_limits(void **state)
+{
+	struct fix *f;
+	char sock[128], name[] = "e1";
+	uint8_t greet[18], opt[16 + 2], info[10];
+	int fd[3], i;
+	long t;
+
+	if (!have_users)
+		skip();
+	f = start("[node solo]\nlocal_mb = 16\nnbd_socket = @DIR@/nbd.sock\n"
+		  "[export e1]\nsize = 1M\n"
+		  "[limits]\nnbd_max_connections = 2\nnbd_handshake_timeout_ms = 500\n"
+		  "nbd_idle_timeout_ms = 1000\n",
+		  "solo");
+	snprintf(sock, sizeof(sock), "%.*s/nbd.sock", (int)(strrchr(f->conf, '/') - f->conf),
+		 f->conf);
+	for (i = 0; i < 3; i++) {
+		fd[i] = raw_connect(sock);
+		assert_true(fd[i] >= 0);
+	}
+	/* two get the greeting; the third is closed at accept */
+	assert_int_equal(recv_all(fd[0], greet, sizeof(greet)), sizeof(greet));
+	assert_int_equal(recv_all(fd[1], greet, sizeof(greet)), sizeof(greet));
+	t = wait_eof(fd[2], 2000);
+	fprintf(stderr, "  nbd: the third connection closed after %ld ms\n", t);
+	assert_true(t >= 0);
+	/* fd[1] finishes its handshake (EXPORT_NAME), then idles; fd[0] never does */
+	{
+		uint32_t flags = htonl(3); /* FIXED_NEWSTYLE | NO_ZEROES */
+		uint64_t magic = 0x49484156454F5054ull; /* IHAVEOPT */
+
+		assert_int_equal(send(fd[1], &flags, 4, 0), 4);
+		for (i = 0; i < 8; i++)
+			opt[i] = (uint8_t)(magic >> (56 - 8 * i));
+		opt[8] = opt[9] = opt[10] = 0;
+		opt[11] = 1; /* NBD_OPT_EXPORT_NAME */
+		opt[12] = opt[13] = opt[14] = 0;
+		opt[15] = 2;
+		memcpy(opt + 16, name, 2);
+		assert_int_equal(send(fd[1], opt, sizeof(opt), 0), (ssize_t)sizeof(opt));
+		assert_int_equal(recv_all(fd[1], info, sizeof(info)), sizeof(info));
+	}
+	t = wait_eof(fd[0], 3000);
+	fprintf(stderr, "  nbd: no handshake: closed after %ld ms (limit 500)\n", t);
+	assert_true(t >= 0);
+	t = wait_eof(fd[1], 5000);
+	fprintf(stderr, "  nbd: idle in transmission: closed after %ld ms more (limit 1000)\n", t);
+	assert_true(t >= 0);
+	assert_int_equal(stat_of(f, "nbd_connections_refused"), 1);
+	assert_int_equal(stat_of(f, "nbd_handshake_timeouts"), 1);
+	assert_int_equal(stat_of(f, "nbd_idle_timeouts"), 1);
+	for (i = 0; i < 3; i++)
+		close(fd[i]);
+	status_check(f, "after the NBD limits");
+	stop(f);
+}
+
+static void test_peer_link_limits(void **state)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	struct fix *f;
+	int fd[6], i, early = 0, late = 0;
+	long t;
+
+	if (!have_users)
+		skip();
+	f = start_pair();
+	sa.sin_port = htons((uint16_t)pair_port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	for (i = 0; i < 6; i++) {
+		fd[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		assert_true(fd[i] >= 0);
+		assert_int_equal(connect(fd[i], (struct sockaddr *)&sa, sizeof(sa)), 0);
+	}
+	/* peer_unauth_per_addr = 3: three wait, three go at once; the waiting
+	 * ones go at the handshake deadline (500 ms) */
+	for (i = 0; i < 6; i++) {
+		t = wait_eof(fd[i], 4000);
+		fprintf(stderr, "  peer link %d: closed after %ld ms\n", i, t);
+		assert_true(t >= 0);
+		if (t < 250)
+			early++;
+		else
+			late++;
+		close(fd[i]);
+	}
+	fprintf(stderr, "  peer links: %d closed at accept or soon, %d at the deadline\n", early,
+		late);
+	assert_int_equal(stat_of(f, "cluster_unauth_refused"), 3);
+	assert_int_equal(stat_of(f, "cluster_handshake_timeouts"), 3);
+	status_check(f, "after the peer links");
+	stop(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -833,6 +970,8 @@ int main(void)
 	    cmocka_unit_test(test_held_request_bounded),
 	    cmocka_unit_test(test_connection_limits),
 	    cmocka_unit_test(test_quotas),
+	    cmocka_unit_test(test_nbd_limits),
+	    cmocka_unit_test(test_peer_link_limits),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, NULL);
