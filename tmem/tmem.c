@@ -779,6 +779,15 @@ int tmem_pool_info(struct tmem *t, uint32_t id, struct tmem_pool_info *info)
 	return 0;
 }
 
+uint64_t tmem_meta_estimate(struct tmem *t)
+{
+	int64_t nodes = CNT_GET(t->map_nodes), bb = CNT_GET(t->bucket_bytes);
+
+	return CNT_GET(t->pools_now) * sizeof(struct tmem_pool) +
+	       CNT_GET(t->objects) * (sizeof(struct tmem_obj) + sizeof(*t->objtab)) +
+	       (uint64_t)(nodes > 0 ? nodes : 0) * map_node_size() + (uint64_t)(bb > 0 ? bb : 0);
+}
+
 void tmem_get_stats(struct tmem *t, struct tmem_stats *s)
 {
 	int64_t nodes = CNT_GET(t->map_nodes), bb = CNT_GET(t->bucket_bytes);

@@ -179,4 +179,11 @@ struct tmem_stats {
 };
 void tmem_get_stats(struct tmem *t, struct tmem_stats *s);
 
+/*
+ * The bookkeeping that grows with use (pools, objects, index nodes, bucket
+ * tables), from relaxed counters without a lock: what the tier charges to
+ * its budget (zcache). Bytes.
+ */
+uint64_t tmem_meta_estimate(struct tmem *t);
+
 #endif /* RAMSTER_TMEM_H */

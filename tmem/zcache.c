@@ -51,7 +51,7 @@ struct zcache {
 	atomic_uint_fast64_t pers_pages;  /* compressed persistent pages ... */
 	atomic_uint_fast64_t pers_bytes;  /* ... and their bytes: the policy's mean */
 	atomic_uint_fast64_t zero_pages, zero_puts;
-	atomic_uint_fast64_t refused_poor, refused_nospace, refused_error;
+	atomic_uint_fast64_t refused_poor, refused_nospace, refused_error, refused_meta;
 	atomic_uint_fast64_t evicted_frames, evicted_pages, evict_busy;
 	atomic_uint_fast64_t decompress_errors;
 	atomic_uint_fast64_t remote_pages, remotified, remotify_stale, repatriated, brought_home;
@@ -152,6 +152,40 @@ static int zcache_evict_one(struct zcache *z)
 	return -ENOSPC;
 }
 
+/*
+ * The handle space's bookkeeping is charged to the budget (issue 14): once it
+ * exceeds 1/ZCACHE_META_FREE of the budget, a put needs frames in use plus
+ * bookkeeping (in frames) under the budget, and eats ephemeral frames to get
+ * there; failing that it is refused. Below that share the check is skipped
+ * (it costs the allocator's lock), so the tier holds at most the budget plus
+ * that share. Zero pages, which take no frame, are bounded this way too.
+ * @return 0, or -ENOSPC.
+ */
+#define ZCACHE_META_FREE 64
+
+static int zcache_meta_room(struct zcache *z)
+{
+	uint64_t meta = tmem_meta_estimate(z->tmem) / ZBUD_FRAME_SIZE;
+	struct zbud_stats zs;
+	unsigned tries;
+
+	if (meta * ZCACHE_META_FREE < z->budget_frames)
+		return 0;
+	for (tries = 0; tries <= EVICT_TRIES; tries++) {
+		zbud_get_stats(z->zbud, &zs);
+		if (zs.frames + meta < z->budget_frames)
+			return 0;
+		if (zcache_evict_one(z))
+			break;
+		meta = tmem_meta_estimate(z->tmem) / ZBUD_FRAME_SIZE;
+	}
+	/* every such refusal is "no room"; refused_meta: the bookkeeping's share tipped it */
+	CNT_INC(z->refused_nospace);
+	if (zs.frames < z->budget_frames)
+		CNT_INC(z->refused_meta);
+	return -ENOSPC;
+}
+
 /* ---- the data side (tmem_pamops) ------------------------------------------------ */
 
 static int zcache_create_pampd(void *ctx, bool pers, const void *page, struct tmem_ref ref,
@@ -163,6 +197,8 @@ static int zcache_create_pampd(void *ctx, bool pers, const void *page, struct tm
 	unsigned tries;
 	int len, ret;
 
+	if (zcache_meta_room(z))
+		return -ENOSPC;
 	if (compress_page_is_zero(page)) {
 		CNT_INC(z->zero_puts);
 		CNT_INC(z->zero_pages);
@@ -607,6 +643,7 @@ void zcache_get_stats(struct zcache *z, struct zcache_stats *s)
 	s->compressed_bytes = zs.bytes;
 	s->refused_poor = CNT_GET(z->refused_poor);
 	s->refused_nospace = CNT_GET(z->refused_nospace);
+	s->refused_meta = CNT_GET(z->refused_meta);
 	s->refused_error = CNT_GET(z->refused_error);
 	s->evicted_frames = CNT_GET(z->evicted_frames);
 	s->evicted_pages = CNT_GET(z->evicted_pages);
@@ -670,6 +707,7 @@ void zcache_foreach_stat(struct zcache *z,
 	Z(zero_puts, "puts of zero-filled pages");
 	Z(refused_poor, "puts refused: poorly compressible");
 	Z(refused_nospace, "puts refused: no room left");
+	Z(refused_meta, "of those, refused as the bookkeeping (charged to the budget) took the rest");
 	Z(refused_error, "puts refused: compressor error");
 	Z(evicted_frames, "ephemeral frames eaten to make room");
 	Z(evicted_pages, "ephemeral pages evicted with them");

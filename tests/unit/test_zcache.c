@@ -81,6 +81,50 @@ static void test_zero_page_no_frame(void **state)
 	zcache_destroy(z);
 }
 
+/*
+ * Bookkeeping is charged to the budget (issue 14): zero pages take no frame,
+ * but each in its own object at a far index costs an object and a radix path;
+ * the puts are refused once that reaches the budget, not before.
+ */
+static void test_meta_charged(void **state)
+{
+	struct zcache *z = mk(1);
+	struct tmem *t = zcache_tmem(z);
+	struct zcache_stats s;
+	unsigned char page[PAGE] = { 0 };
+	int p = tmem_pool_new(t, TMEM_PERSISTENT), rc = 0;
+	uint64_t i, meta;
+
+	for (i = 0; i < 1000000; i++) {
+		struct tmem_oid o = { { i + 1, 0, 0 } };
+
+		rc = tmem_put(t, p, &o, 4000000000u, page);
+		if (rc)
+			break;
+	}
+	meta = tmem_meta_estimate(t);
+	zcache_get_stats(z, &s);
+	printf("  %llu zero pages in distinct objects before refusal; bookkeeping %llu KiB "
+	       "(budget 1024 KiB)\n",
+	       (unsigned long long)i, (unsigned long long)meta / 1024);
+	assert_int_equal(rc, -ENOSPC);
+	assert_true(s.refused_meta >= 1);
+	assert_true(i > 100);              /* the budget is used, not refused early */
+	/* and not exceeded by more than the refused put's own bookkeeping
+	 * (the check runs before it adds its object and radix path) */
+	assert_true(meta <= 1024 * 1024 + 8192);
+	{
+		struct tmem_oid o = { { 1, 0, 0 } };
+
+		assert_int_equal(tmem_flush_object(t, p, &o), 0);
+		o.w[0] = 2;
+		assert_int_equal(tmem_flush_object(t, p, &o), 0);
+		o.w[0] = 1000001;
+		assert_int_equal(tmem_put(t, p, &o, 4000000000u, page), 0); /* room again */
+	}
+	zcache_destroy(z);
+}
+
 static void test_poor_compression_refused(void **state)
 {
 	struct zcache *z = mk(4);
@@ -581,6 +625,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_config),
 		cmocka_unit_test(test_zero_page_no_frame),
+		cmocka_unit_test(test_meta_charged),
 		cmocka_unit_test(test_poor_compression_refused),
 		cmocka_unit_test(test_mean_size_rule),
 		cmocka_unit_test(test_ephemeral_evicts_lru),
