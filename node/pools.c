@@ -210,6 +210,10 @@ static int pools_entry_new(struct pools_client *c, unsigned flags, const unsigne
 		rc = pool;
 		goto drop;
 	}
+	if (c->user && c->user->tier_owner < TMEM_OWNERS_MAX)
+		/* the tier's weighted eviction charges its pages to the uid */
+		(void)tmem_pool_set_owner(p->t, (uint32_t)pool, c->user->tier_owner,
+					  c->user->weight);
 	e->mode = mode;
 	if (c->cred) {
 		e->uid = c->cred->uid;

@@ -52,7 +52,7 @@ struct zcache {
 	atomic_uint_fast64_t pers_bytes;  /* ... and their bytes: the policy's mean */
 	atomic_uint_fast64_t zero_pages, zero_puts;
 	atomic_uint_fast64_t refused_poor, refused_nospace, refused_error, refused_meta;
-	atomic_uint_fast64_t evicted_frames, evicted_pages, evict_busy;
+	atomic_uint_fast64_t evicted_frames, evicted_pages, evict_busy, evicted_over_share;
 	atomic_uint_fast64_t decompress_errors;
 	atomic_uint_fast64_t remote_pages, remotified, remotify_stale, repatriated, brought_home;
 	atomic_uint_fast64_t checksum_errors, remote_lost;
@@ -117,7 +117,49 @@ static __thread unsigned char zcache_cbuf[COMPRESS_BOUND];
 /* ---- eviction ---------------------------------------------------------------- */
 
 /*
- * Eat the least recently used ephemeral frame: evict its pages from tmem and
+ * Weighted eviction (issue 14), allocator-neutral (a peek at the LRU's head,
+ * zombify a given frame, requeue a frame): while some owner holds more than
+ * its weighted share (tmem_any_over_share), the first of the EVICT_SCAN
+ * least recently used ephemeral frames whose page is an over-share owner's
+ * goes; a window without one goes to the LRU's tail (a second chance, as in
+ * CLOCK) and the next is looked at, EVICT_ROUNDS windows at most. Otherwise,
+ * and as a fallback, the least recently used. Granularity is the frame: a
+ * frame whose two buddies have different owners is judged by its first.
+ * @return 0 with *v taken, or -ENOSPC (no ephemeral frame).
+ */
+#define EVICT_SCAN   8
+#define EVICT_ROUNDS 4
+
+static int zcache_evict_pick(struct zcache *z, struct zbud_victim *v)
+{
+	uint32_t frames[EVICT_SCAN];
+	struct zbud_ref refs[EVICT_SCAN];
+	unsigned n, i, round;
+
+	for (round = 0; round < EVICT_ROUNDS && tmem_any_over_share(z->tmem); round++) {
+		n = zbud_lru_peek(z->zbud, false, EVICT_SCAN, frames, refs);
+		for (i = 0; i < n; i++) {
+			struct tmem_ref ref = { refs[i].objno, refs[i].index };
+
+			if (!tmem_ref_over_share(z->tmem, ref))
+				continue;
+			if (!zbud_zombify_frame(z->zbud, false, frames[i], v)) {
+				if (round || i)
+					CNT_INC(z->evicted_over_share);
+				return 0;
+			}
+			break; /* it changed meanwhile */
+		}
+		if (i < n || n < EVICT_SCAN)
+			break;
+		for (i = 0; i < n; i++)
+			(void)zbud_lru_requeue(z->zbud, false, frames[i]);
+	}
+	return zbud_zombify_lru(z->zbud, false, v) ? -ENOSPC : 0;
+}
+
+/*
+ * Eat an ephemeral frame (zcache_evict_pick): evict its pages from tmem and
  * free it. @return 0 when a frame was freed; -ENOSPC when none could be.
  */
 static int zcache_evict_one(struct zcache *z)
@@ -128,7 +170,7 @@ static int zcache_evict_one(struct zcache *z)
 	for (tries = 0; tries < EVICT_TRIES; tries++) {
 		bool all = true;
 
-		if (zbud_zombify_lru(z->zbud, false, &v))
+		if (zcache_evict_pick(z, &v))
 			return -ENOSPC;
 		for (i = 0; i < v.n; i++) {
 			struct tmem_ref ref = { v.ref[i].objno, v.ref[i].index };
@@ -648,6 +690,7 @@ void zcache_get_stats(struct zcache *z, struct zcache_stats *s)
 	s->evicted_frames = CNT_GET(z->evicted_frames);
 	s->evicted_pages = CNT_GET(z->evicted_pages);
 	s->evict_busy = CNT_GET(z->evict_busy);
+	s->evicted_over_share = CNT_GET(z->evicted_over_share);
 	s->decompress_errors = CNT_GET(z->decompress_errors);
 	s->frames = zs.frames;
 	s->frames_eph = zs.frames_eph;
@@ -712,6 +755,7 @@ void zcache_foreach_stat(struct zcache *z,
 	Z(evicted_frames, "ephemeral frames eaten to make room");
 	Z(evicted_pages, "ephemeral pages evicted with them");
 	Z(evict_busy, "eviction attempts that met a busy bucket");
+	Z(evicted_over_share, "frames evicted out of LRU order: their owner was over its weighted share");
 	Z(decompress_errors, "pages that failed to decompress (-EIO)");
 	Z(frames, "frames in use");
 	Z(frames_eph, "frames holding ephemeral pages");

@@ -125,6 +125,50 @@ static void test_meta_charged(void **state)
 	zcache_destroy(z);
 }
 
+/*
+ * Weighted eviction (issue 14): two owners put ephemeral pages in turn into
+ * a tier that holds a fraction of them. With weights 1 and 4, the heavier
+ * owner keeps most of the tier; with equal weights, about half each.
+ * @return the pages owner 2 holds, in percent of both.
+ */
+static unsigned weighted_run(unsigned w1, unsigned w2)
+{
+	struct zcache *z = mk(1);
+	struct tmem *t = zcache_tmem(z);
+	struct zcache_stats s;
+	unsigned char page[PAGE];
+	int a = tmem_pool_new(t, TMEM_SHARED), b = tmem_pool_new(t, TMEM_SHARED);
+	uint64_t pa, pb;
+	uint32_t i;
+
+	assert_int_equal(tmem_pool_set_owner(t, (uint32_t)a, 1, w1), 0);
+	assert_int_equal(tmem_pool_set_owner(t, (uint32_t)b, 2, w2), 0);
+	assert_int_equal(tmem_pool_set_owner(t, (uint32_t)b, 3, w2), -EBUSY);
+	for (i = 0; i < 4000; i++) {
+		struct tmem_oid o = { { i / 16 + 1, 0, 0 } };
+
+		mkpage(page, i, 2600); /* one a frame: frames are evicted whole */
+		(void)tmem_put(t, (i & 1) ? b : a, &o, i % 16, page);
+	}
+	pa = tmem_owner_pages(t, 1);
+	pb = tmem_owner_pages(t, 2);
+	zcache_get_stats(z, &s);
+	printf("  weights %u:%u -> pages %llu:%llu (%llu frames evicted, %llu out of LRU order)\n",
+	       w1, w2, (unsigned long long)pa, (unsigned long long)pb,
+	       (unsigned long long)s.evicted_frames, (unsigned long long)s.evicted_over_share);
+	assert_true(pa + pb > 200);
+	zcache_destroy(z);
+	return (unsigned)(pb * 100 / (pa + pb));
+}
+
+static void test_weighted_eviction(void **state)
+{
+	unsigned equal = weighted_run(100, 100), heavy = weighted_run(1, 4);
+
+	assert_true(equal >= 40 && equal <= 60);
+	assert_true(heavy >= 70); /* its share is 80% */
+}
+
 static void test_poor_compression_refused(void **state)
 {
 	struct zcache *z = mk(4);
@@ -626,6 +670,7 @@ int main(void)
 		cmocka_unit_test(test_bad_config),
 		cmocka_unit_test(test_zero_page_no_frame),
 		cmocka_unit_test(test_meta_charged),
+		cmocka_unit_test(test_weighted_eviction),
 		cmocka_unit_test(test_poor_compression_refused),
 		cmocka_unit_test(test_mean_size_rule),
 		cmocka_unit_test(test_ephemeral_evicts_lru),
