@@ -832,6 +832,79 @@ static void test_quotas(void **state)
 	stop(f);
 }
 
+/* ---- 5b. weights: two uids competing for one tier ---------------------------------------- */
+
+#define WEIGHT_PAGES 3000
+
+/*
+ * Put WEIGHT_PAGES ephemeral pages, each one half random (about 2200 bytes
+ * compressed: one a frame, so frames are not shared between the uids).
+ * @return 0.
+ */
+static int put_ephemeral(void *arg, ramster *r)
+{
+	int p = ramster_pool_new(r, 0, NULL), i, j;
+	uint8_t page[PAGE];
+
+	CHECK(p >= 0);
+	for (i = 0; i < WEIGHT_PAGES; i++) {
+		struct ramster_oid oid = harness_oid((uint64_t)getuid(), (uint64_t)i / 16);
+		uint64_t x = harness_mix((uint64_t)getuid() << 32 | (uint64_t)i);
+
+		memset(page, 0, PAGE);
+		for (j = 0; j < 2200; j += 8) {
+			x = harness_mix(x);
+			memcpy(page + j, &x, 8);
+		}
+		(void)ramster_put(r, p, &oid, (uint32_t)(i % 16), page);
+	}
+	return 0;
+}
+
+/*
+ * B fills the tier first, then A puts as much. Plain LRU would leave A nearly
+ * all of it (B's pages are the older); with weights 1:4, B keeps most (its
+ * share is 80%; measured ~74%, and ~43% with equal weights).
+ */
+static void test_weights(void **state)
+{
+	struct fix *f;
+	struct child a, b;
+	struct ramster_client_info *c;
+	size_t n, i;
+	uint64_t pa = 0, pb = 0, over = 0;
+
+	if (!have_users)
+		skip();
+	f = start("[node solo]\nlocal_mb = 2\n"
+		  "[user ramt14a]\nweight = 1\n[user ramt14b]\nweight = 4\n",
+		  "solo");
+	child_start(&b, f, &who[WHO_B], put_ephemeral, NULL);
+	assert_int_equal(child_result(&b), 0);
+	child_start(&a, f, &who[WHO_A], put_ephemeral, NULL);
+	assert_int_equal(child_result(&a), 0);
+	assert_int_equal(ramster_clients(f->root, &c, &n), 0);
+	for (i = 0; i < n; i++) {
+		if (c[i].uid == who[WHO_A].uid)
+			pa = c[i].pages;
+		if (c[i].uid == who[WHO_B].uid)
+			pb = c[i].pages;
+	}
+	free(c);
+	assert_int_equal(harness_stat(f->root, "tier_evicted_over_share", &over), 0);
+	fprintf(stderr, "  weights 1:4, %d ephemeral pages each (B, then A) into 2 MiB: pages %llu:%llu "
+			"(%.0f%% for the weight-4 uid; %llu frames evicted out of LRU order)\n",
+		WEIGHT_PAGES, (unsigned long long)pa, (unsigned long long)pb,
+		pa + pb ? 100.0 * (double)pb / (double)(pa + pb) : 0.0, (unsigned long long)over);
+	assert_true(pa + pb > 100);
+	assert_true(over > 0);
+	assert_true(pb * 100 >= (pa + pb) * 60); /* its share is 80%; plain LRU: ~0% */
+	child_end(&a); /* a holds a copy of b's pipe: a first */
+	child_end(&b);
+	status_check(f, "after the weights");
+	stop(f);
+}
+
 /* ---- 6. NBD and peer-link limits ------------------------------------------------------------ */
 
 /* Wait up to ms for fd's end of stream (or reset). @return ms it took, or -1. */
@@ -970,6 +1043,7 @@ int main(void)
 	    cmocka_unit_test(test_held_request_bounded),
 	    cmocka_unit_test(test_connection_limits),
 	    cmocka_unit_test(test_quotas),
+	    cmocka_unit_test(test_weights),
 	    cmocka_unit_test(test_nbd_limits),
 	    cmocka_unit_test(test_peer_link_limits),
 	};
