@@ -195,31 +195,35 @@ static int zcache_evict_one(struct zcache *z)
 }
 
 /*
- * The handle space's bookkeeping is charged to the budget (issue 14): once it
- * exceeds 1/ZCACHE_META_FREE of the budget, a put needs frames in use plus
- * bookkeeping (in frames) under the budget, and eats ephemeral frames to get
- * there; failing that it is refused. Below that share the check is skipped
- * (it costs the allocator's lock), so the tier holds at most the budget plus
- * that share. Zero pages, which take no frame, are bounded this way too.
+ * The handle space's bookkeeping is charged to the budget (issue 14): the
+ * first 1/ZCACHE_META_FREE of the budget is an allowance (below it the check
+ * is skipped: it costs the allocator's lock); past it, a put needs frames in
+ * use plus the bookkeeping beyond the allowance (in frames) within the
+ * budget, and eats ephemeral frames to get there; failing that it is
+ * refused. So the tier holds at most the budget plus the allowance (and one
+ * put's own bookkeeping). Zero pages, which take no frame, are bounded too.
  * @return 0, or -ENOSPC.
  */
 #define ZCACHE_META_FREE 64
 
 static int zcache_meta_room(struct zcache *z)
 {
+	uint64_t allow = z->budget_frames / ZCACHE_META_FREE;
 	uint64_t meta = tmem_meta_estimate(z->tmem) / ZBUD_FRAME_SIZE;
 	struct zbud_stats zs;
 	unsigned tries;
 
-	if (meta * ZCACHE_META_FREE < z->budget_frames)
+	if (meta <= allow)
 		return 0;
 	for (tries = 0; tries <= EVICT_TRIES; tries++) {
 		zbud_get_stats(z->zbud, &zs);
-		if (zs.frames + meta < z->budget_frames)
+		if (zs.frames + (meta - allow) <= z->budget_frames)
 			return 0;
 		if (zcache_evict_one(z))
 			break;
 		meta = tmem_meta_estimate(z->tmem) / ZBUD_FRAME_SIZE;
+		if (meta <= allow)
+			return 0;
 	}
 	/* every such refusal is "no room"; refused_meta: the bookkeeping's share tipped it */
 	CNT_INC(z->refused_nospace);
