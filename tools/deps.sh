@@ -11,6 +11,7 @@ pkgs=(
 	libibverbs-dev librdmacm-dev
 	iproute2 procps psmisc memcached
 	libnbd-bin python3-libnbd nbdkit fio qemu-utils socat
+	passwd util-linux
 )
 
 missing=()
