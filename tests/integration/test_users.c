@@ -958,7 +958,11 @@ static void test_nbd_limits(void **state)
 	snprintf(sock, sizeof(sock), "%.*s/nbd.sock", (int)(strrchr(f->conf, '/') - f->conf),
 		 f->conf);
 	for (i = 0; i < 3; i++) {
-		fd[i] = raw_connect(sock);
+		uint64_t end = harness_now_ms() + 5000;
+
+		/* the NBD socket comes up after the client socket the harness waits for */
+		while ((fd[i] = raw_connect(sock)) < 0 && harness_now_ms() < end)
+			usleep(20 * 1000);
 		assert_true(fd[i] >= 0);
 	}
 	/* two get the greeting; the third is closed at accept */
