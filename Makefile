@@ -1,7 +1,8 @@
 # ramster - GNU Makefile. `make` builds everything into $(BUILD); `make check`
-# runs the unit and integration tests; `make asan check` the same under
-# ASan+UBSan (in build-asan/); `make bench`, `make fuzz`, `make demo`,
-# `make install PREFIX=DIR`. See README.md.
+# runs the unit and integration tests; `make asan` the same under
+# ASan+UBSan (in build-asan/), `make tsan` under ThreadSanitizer (build-tsan/);
+# `make bench`, `make fuzz`, `make demo`, `make install PREFIX=DIR`,
+# `make deps` (the Debian packages). See README.md.
 
 BUILD   ?= build
 PREFIX  ?= /usr/local
@@ -11,31 +12,48 @@ OPT     ?= -O2 -g
 WARN    := -Wall -Wextra -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes \
            -Wwrite-strings -Wundef -Wno-unused-parameter
 WERROR  ?=
-CPPFLAGS += -I. -Iinclude -I$(BUILD)/gen -D_GNU_SOURCE
-CFLAGS  ?= $(OPT)
-CFLAGS  += -std=gnu11 -fPIC -pthread $(WARN) $(WERROR) $(SAN)
-LDFLAGS += -pthread $(SAN)
 
-# pkg-config runs on first use (after `deps` installed the packages), once.
-PKGS    := libprotobuf-c libsodium inih
-PKG_CFLAGS = $(eval PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null))$(PKG_CFLAGS)
-PKG_LIBS   = $(eval PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null))$(PKG_LIBS)
-CPPFLAGS += $(PKG_CFLAGS)
-LIBS    = -lev -llzo2 $(PKG_LIBS) -lm
+# CPPFLAGS, CFLAGS and LDFLAGS are the user's: they come after what the build
+# needs (Redis's FINAL_CFLAGS), so `make CFLAGS=-O0` changes the optimisation
+# and keeps -std, -pthread, -fPIC, the warnings and the include paths.
+# tests/integration/test_build.sh checks it.
+FINAL_CPPFLAGS = -I. -Iinclude -I$(BUILD)/gen -D_GNU_SOURCE -DRAMSTER_RDMA=$(RDMA_ON) \
+                 -DRAMSTER_VERSION=\"$(VERSION)\" $(PKG_CFLAGS) $(CPPFLAGS)
+FINAL_CFLAGS   = -std=gnu11 -fPIC -pthread $(OPT) $(WARN) $(WERROR) $(SAN) $(CFLAGS)
+FINAL_LDFLAGS  = -pthread $(SAN) $(LDFLAGS)
+
+# pkg-config runs on first use, once a variable (after `make deps` installed
+# the packages).
+pc = $(eval $(1) := $(shell pkg-config $(2) 2>/dev/null))$($(1))
+PKG_CFLAGS    = $(call pc,PKG_CFLAGS,--cflags libprotobuf-c libsodium inih)
+PROTOBUF_LIBS = $(call pc,PROTOBUF_LIBS,--libs libprotobuf-c)
+SODIUM_LIBS   = $(call pc,SODIUM_LIBS,--libs libsodium)
+INIH_LIBS     = $(call pc,INIH_LIBS,--libs inih)
+# Each binary links what its objects use, no more (test_build.sh checks
+# ramsterctl's): proto/ and lib/ need protobuf-c; tmem/ liblzo2; node/ and
+# transport/ libev, libsodium, libinih, libmicrohttpd, libsystemd and (RDMA=1) the RDMA
+# libraries; the tools that print JSON jansson.
+WIRE_LIBS = $(PROTOBUF_LIBS)
+TIER_LIBS = -llzo2 -llz4
+# node/ also serves /metrics (libmicrohttpd) and talks to systemd (libsystemd)
+NODE_LIBS = -lev $(SODIUM_LIBS) $(INIH_LIBS) $(RDMA_LIBS) -lmicrohttpd $(SYSTEMD_LIBS)
+# the tools' JSON (jansson)
+JSON_LIBS = -ljansson
 TEST_LIBS = -lcmocka
 # RDMA=1 (default): transport/rdma.c with rdma_cm + verbs; RDMA=0 builds it as
 # stubs (transport_rdma_new fails with ENOTSUP) and links no RDMA library.
 RDMA    ?= 1
 ifeq ($(RDMA),1)
-CPPFLAGS += -DRAMSTER_RDMA=1
+RDMA_ON   = 1
 RDMA_LIBS = -lrdmacm -libverbs
 else
-CPPFLAGS += -DRAMSTER_RDMA=0
+RDMA_ON   = 0
 RDMA_LIBS =
 endif
+# libsystemd: sd_notify and the watchdog (node/notify.c), the journal (node/log.c)
+SYSTEMD_LIBS = -lsystemd
 
 VERSION := 0.1.0
-CPPFLAGS += -DRAMSTER_VERSION=\"$(VERSION)\"
 
 # ---- sources -----------------------------------------------------------------
 PROTOS     := $(wildcard proto/*.proto)
@@ -61,38 +79,47 @@ LIB_OBJ    := $(call obj,$(LIB_SRC))
 # the test and benchmark pages (tools/pagegen.c): linked into ramster-bench,
 # ramster-netbench and every integration test; not a program of its own
 PAGEGEN_OBJ := $(call obj,tools/pagegen.c)
+# the tools' JSON reports (tools/jout.c, jansson): not a program of its own either
+JOUT_OBJ := $(call obj,tools/jout.c)
+# the tools' progress lines (tools/progress.c)
+PROGRESS_OBJ := $(call obj,tools/progress.c)
 # the client library needs only the client protocol
 LIBWIRE_OBJ := $(call obj,proto/wire.c $(BUILD)/gen/proto/client.pb-c.c) $(COMMON_OBJ)
 
 BINS := $(BUILD)/bin/ramsterd $(BUILD)/bin/ramsterctl $(BUILD)/bin/ramster-bench \
-        $(BUILD)/bin/ramster-netbench $(BUILD)/bin/ramster-drill
-LIBRAMSTER := $(BUILD)/lib/libramster.so $(BUILD)/lib/libramster.a
+        $(BUILD)/bin/ramster-netbench $(BUILD)/bin/ramster-drill $(BUILD)/bin/ramster-run
+LIBRAMSTER := $(BUILD)/lib/libramster.so $(BUILD)/lib/libramster.a $(BUILD)/lib/libramster-preload.so
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 INTEG_SRC := $(wildcard tests/integration/test_*.c)
 INTEG_BIN := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(INTEG_SRC))
 
-.PHONY: all check unit integration bench fuzz fuzz-run install demo asan clean format deps
+.PHONY: all check check-suite unit integration bench fuzz fuzz-run install demo asan tsan clean \
+        format deps deps-if-missing
 all: $(BINS) $(LIBRAMSTER)
 
-# Debian packages: installed when missing (apt-get), checked on every build.
+# Debian packages: `make deps` installs what is missing (apt-get). Nothing
+# else runs it, except `make check` and `make demo` on a machine that lacks a
+# package (tools/deps.sh --check is a dpkg query, no network, no root).
 deps:
 	@tools/deps.sh
+deps-if-missing:
+	@tools/deps.sh --check >/dev/null || tools/deps.sh
 
 # ---- generated protobuf-c code ----------------------------------------------
-$(BUILD)/gen/proto/%.pb-c.c $(BUILD)/gen/proto/%.pb-c.h: proto/%.proto | deps
+$(BUILD)/gen/proto/%.pb-c.c $(BUILD)/gen/proto/%.pb-c.h: proto/%.proto
 	@mkdir -p $(BUILD)/gen
 	protoc-c --c_out=$(BUILD)/gen $<
 
 # every object may include a generated header
-$(BUILD)/obj/%.o: %.c | deps $(PROTO_H)
+$(BUILD)/obj/%.o: %.c | $(PROTO_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
+	$(CC) $(FINAL_CPPFLAGS) $(FINAL_CFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-missing-prototypes -MMD -MP -c -o $@ $<
+	$(CC) $(FINAL_CPPFLAGS) $(FINAL_CFLAGS) -Wno-missing-prototypes -MMD -MP -c -o $@ $<
 
 # ---- libraries ---------------------------------------------------------------
 $(BUILD)/lib/libtier.a: $(TIER_OBJ)
@@ -109,34 +136,45 @@ $(BUILD)/lib/libramster.a: $(LIB_OBJ) $(LIBWIRE_OBJ)
 	rm -f $@; ar rcs $@ $^
 $(BUILD)/lib/libramster.so: $(LIB_OBJ) $(LIBWIRE_OBJ) lib/ramster.map
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libramster.so.0 -Wl,--version-script=lib/ramster.map $(LDFLAGS) \
-	  -o $@ $(LIB_OBJ) $(LIBWIRE_OBJ) $(PKG_LIBS)
+	$(CC) -shared -Wl,-soname,libramster.so.0 -Wl,--version-script=lib/ramster.map $(FINAL_LDFLAGS) \
+	  -o $@ $(LIB_OBJ) $(LIBWIRE_OBJ) $(WIRE_LIBS)
 	ln -sf libramster.so $(BUILD)/lib/libramster.so.0
+
+# ramster-run's LD_PRELOAD shim: the library's objects again, exporting only what it interposes
+$(BUILD)/lib/libramster-preload.so: $(call obj,tools/ramster-preload.c) $(LIB_OBJ) $(LIBWIRE_OBJ) tools/ramster-preload.map
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,--version-script=tools/ramster-preload.map $(FINAL_LDFLAGS) \
+	  -o $@ $(call obj,tools/ramster-preload.c) $(LIB_OBJ) $(LIBWIRE_OBJ) $(WIRE_LIBS) -ldl
 
 # ---- programs ----------------------------------------------------------------
 $(BUILD)/bin/ramsterd: $(call obj,node/main.c) $(BUILD)/lib/libnode.a $(BUILD)/lib/libtier.a $(BUILD)/lib/libwire.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(RDMA_LIBS)
-$(BUILD)/bin/ramsterctl: $(call obj,tools/ramsterctl.c) $(BUILD)/lib/libramster.a
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(NODE_LIBS) $(TIER_LIBS) $(WIRE_LIBS)
+$(BUILD)/bin/ramsterctl: $(call obj,tools/ramsterctl.c) $(PROGRESS_OBJ) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
-$(BUILD)/bin/ramster-bench: $(call obj,tools/ramster-bench.c) $(PAGEGEN_OBJ) $(BUILD)/lib/libramster.a $(BUILD)/lib/libtier.a
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(WIRE_LIBS) $(JSON_LIBS)
+$(BUILD)/bin/ramster-bench: $(call obj,tools/ramster-bench.c) $(PAGEGEN_OBJ) $(JOUT_OBJ) $(PROGRESS_OBJ) $(BUILD)/lib/libramster.a $(BUILD)/lib/libtier.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
-$(BUILD)/bin/ramster-netbench: $(call obj,tools/ramster-netbench.c) $(PAGEGEN_OBJ) $(BUILD)/lib/libramster.a
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(TIER_LIBS) $(WIRE_LIBS) $(JSON_LIBS)
+$(BUILD)/bin/ramster-netbench: $(call obj,tools/ramster-netbench.c) $(PAGEGEN_OBJ) $(JOUT_OBJ) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
-$(BUILD)/bin/ramster-drill: $(call obj,tools/ramster-drill.c) $(BUILD)/lib/libramster.a
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(WIRE_LIBS) $(JSON_LIBS)
+$(BUILD)/bin/ramster-run: $(call obj,tools/ramster-run.c) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(WIRE_LIBS)
+$(BUILD)/bin/ramster-drill: $(call obj,tools/ramster-drill.c) $(JOUT_OBJ) $(PROGRESS_OBJ) $(BUILD)/lib/libramster.a
+	@mkdir -p $(dir $@)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(WIRE_LIBS) $(JSON_LIBS)
 
 # ---- tests -------------------------------------------------------------------
 $(BUILD)/tests/unit/%: $(call obj,tests/unit/%.c) $(BUILD)/lib/libnode.a $(BUILD)/lib/libtier.a $(BUILD)/lib/libwire.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(RDMA_LIBS) $(TEST_LIBS)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(NODE_LIBS) $(TIER_LIBS) $(WIRE_LIBS) $(TEST_LIBS)
+# test_million compresses its pages as the node would (liblzo2)
+$(BUILD)/tests/integration/test_million: INTEG_LIBS = $(TIER_LIBS)
 $(BUILD)/tests/integration/%: $(call obj,tests/integration/%.c) $(call obj,tests/integration/harness.c) $(PAGEGEN_OBJ) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(INTEG_LIBS) $(WIRE_LIBS) $(TEST_LIBS)
 .SECONDARY:
 
 unit: $(UNIT_BIN)
@@ -149,7 +187,9 @@ integration: all $(INTEG_BIN)
 # here; check-vm.sh says "check-vm: SKIP: why" when it cannot. CHECK_VM=0 leaves
 # them out (make asan does: the guest runs the plain build's binaries).
 CHECK_VM ?= 1
-check: all unit integration
+check: deps-if-missing
+	@$(MAKE) --no-print-directory check-suite
+check-suite: all unit integration
 ifneq ($(CHECK_VM),0)
 	@$(MAKE) --no-print-directory BUILD=$(BUILD) check-vm
 else
@@ -160,7 +200,29 @@ endif
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -g" \
 	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	  RAMSTER_SLOW=$${RAMSTER_SLOW:-0} CHECK_VM=0 check
+	  RAMSTER_TEST_SLOW=$${RAMSTER_TEST_SLOW:-2} CHECK_VM=0 check
+
+# ThreadSanitizer: the unit and integration suites, in build-tsan/ (the
+# daemons and drills the tests start are the TSan build's too). Every report
+# of every process goes to build-tsan/tsan-reports/tsan.PID: a process that
+# raced exits 66 (a daemon then fails its test's clean stop), and any report
+# at all fails the target, also one from a daemon whose exit nobody checks.
+# tests/tsan.supp lists the library false positives, each with its reason.
+# RAMSTER_TEST_SLOW=3: the collective's tests and the drills stretch their
+# heartbeats and dead_after_ms threefold (TSan runs 5-15x slower; at the
+# drills' 1 s a live peer was once declared dead on a loaded machine).
+TSAN_REPORTS := build-tsan/tsan-reports
+tsan:
+	@rm -rf $(TSAN_REPORTS); mkdir -p $(TSAN_REPORTS)
+	@TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp log_path=$(CURDIR)/$(TSAN_REPORTS)/tsan \
+	  second_deadlock_stack=1 $${TSAN_OPTIONS:-}" RAMSTER_TEST_SLOW=$${RAMSTER_TEST_SLOW:-3} \
+	  $(MAKE) BUILD=build-tsan OPT="-O1 -g" SAN="-fsanitize=thread" CHECK_VM=0 check; rc=$$?; \
+	if ls $(TSAN_REPORTS)/tsan.* >/dev/null 2>&1; then \
+	  cat $(TSAN_REPORTS)/tsan.*; \
+	  echo "tsan: $$(ls $(TSAN_REPORTS) | wc -l) process(es) reported (above; $(TSAN_REPORTS)/)"; \
+	  exit 1; \
+	fi; \
+	[ $$rc -eq 0 ] && echo "tsan: no reports" ; exit $$rc
 
 # ---- fuzzing (clang libFuzzer) ----------------------------------------------
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
@@ -171,7 +233,7 @@ fuzz:
 	  SAN="-fsanitize=fuzzer-no-link,address,undefined" fuzz-bins
 fuzz-bins: $(FUZZ_BIN)
 build-fuzz/fuzz_%: $(call obj,tests/fuzz/fuzz_%.c) $(BUILD)/lib/libwire.a $(BUILD)/lib/libnode.a $(BUILD)/lib/libtier.a
-	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LIBS) $(RDMA_LIBS)
+	$(CC) $(FINAL_LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(NODE_LIBS) $(TIER_LIBS) $(WIRE_LIBS)
 fuzz-run: fuzz
 	@for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p build-fuzz/corpus/$$n; \
 	  echo "fuzz: $$n for $(FUZZ_TIME)s"; \
@@ -180,29 +242,64 @@ fuzz-run: fuzz
 	  grep -E 'stat::number_of_executed_units|Done' build-fuzz/$$n.log | tail -2; done
 
 # ---- benchmarks ---------------------------------------------------------------
-bench: all
+bench: all $(BUILD)/tools/far-workload
 	tools/bench.sh $(BUILD)/bin
 
+# bench-far.sh's workload (not installed)
+$(BUILD)/tools/far-workload: $(call obj,tools/far-workload.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^
+
 # ---- demo: the README's first command ----------------------------------------
-demo: all
+demo: deps-if-missing
+	@$(MAKE) --no-print-directory all
 	tools/demo.sh $(BUILD)/bin
 
+# ---- man pages (scdoc sources in man/) ---------------------------------------
+MAN_SRC   := $(wildcard man/*.scd)
+MAN_PAGES := $(patsubst man/%.scd,$(BUILD)/man/%,$(MAN_SRC))
+.PHONY: man uninstall
+all: $(MAN_PAGES)
+man: $(MAN_PAGES)
+$(BUILD)/man/%: man/%.scd
+	@mkdir -p $(dir $@)
+	@command -v scdoc >/dev/null || { echo "scdoc missing: make deps installs it" >&2; exit 1; }
+	scdoc < $< > $@.tmp && mv $@.tmp $@
+
 # ---- install -----------------------------------------------------------------
+# Every file install puts is in INSTALLED (under $(DESTDIR)$(PREFIX)), so
+# uninstall removes exactly those, and no directory (others may share them).
+UNITDIR     := lib/systemd/system
+UNITS       := ramsterd.service ramsterd@.service
+INSTALLED = $(addprefix bin/,$(notdir $(BINS))) lib/libramster.a lib/libramster.so.0 \
+            lib/libramster.so lib/libramster-preload.so include/ramster.h lib/pkgconfig/ramster.pc \
+            $(addprefix $(UNITDIR)/,$(UNITS)) lib/sysusers.d/ramster.conf \
+            $(foreach m,$(notdir $(MAN_PAGES)),share/man/man$(subst .,,$(suffix $(m)))/$(m))
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(BUILD)/lib/libramster.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/lib/libramster.so $(DESTDIR)$(PREFIX)/lib/libramster.so.0
+	install -m 755 $(BUILD)/lib/libramster-preload.so $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libramster.so.0 $(DESTDIR)$(PREFIX)/lib/libramster.so
 	install -m 644 include/ramster.h $(DESTDIR)$(PREFIX)/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' ramster.pc.in \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ramster.pc
+	install -d $(DESTDIR)$(PREFIX)/$(UNITDIR) $(DESTDIR)$(PREFIX)/lib/sysusers.d
+	for u in $(UNITS); do sed -e 's|@PREFIX@|$(PREFIX)|g' systemd/$$u.in \
+	  > $(DESTDIR)$(PREFIX)/$(UNITDIR)/$$u && chmod 644 $(DESTDIR)$(PREFIX)/$(UNITDIR)/$$u || exit 1; done
+	install -m 644 systemd/ramster.sysusers $(DESTDIR)$(PREFIX)/lib/sysusers.d/ramster.conf
+	for m in $(MAN_PAGES); do s=$${m##*.}; install -d $(DESTDIR)$(PREFIX)/share/man/man$$s && \
+	  install -m 644 $$m $(DESTDIR)$(PREFIX)/share/man/man$$s/ || exit 1; done
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/,$(INSTALLED))
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 

@@ -134,6 +134,16 @@ void ramster_stats_free(struct ramster_stat *s, size_t n);
 int ramster_status(ramster *r, struct ramster_kv **out, size_t *n);
 void ramster_kv_free(struct ramster_kv *kv, size_t n);
 
+/*
+ * Ask the node to re-read its cluster file (as SIGHUP does): root or the
+ * daemon's own user only. *out gets the node's lines "applied", "restart"
+ * (changed keys that need a restart) and "error" (why nothing changed), freed
+ * with ramster_kv_free, whatever the result. @return 0; -EPERM (not
+ * privileged), -EINVAL (the file does not load), -ENOENT (the node runs
+ * without a file), or another -errno (then *out is not set).
+ */
+int ramster_reload(ramster *r, struct ramster_kv **out, size_t *n);
+
 /* List every pool of the node. *out freed with free(). @return 0 or -errno. */
 int ramster_pools(ramster *r, struct ramster_pool_info **out, size_t *n);
 
@@ -190,6 +200,48 @@ struct ramster_export_info {
 /* List the NBD exports (none when not configured). *out freed with free(). @return 0 or -errno. */
 int ramster_exports(ramster *r, struct ramster_export_info **out, size_t *n);
 
+/* ---- far memory regions (lib/region.c, docs/far-memory.md) ---------------- */
+
+/*
+ * A region is ordinary anonymous memory of which at most resident_bytes is
+ * resident: colder pages go to a persistent pool of the region's own on r's
+ * node and are dropped; touching one brings it back (userfaultfd). Pages
+ * never written read as zeros and cost nothing. A page whose copy the node
+ * lost (every copy gone) is not replaced by a wrong one: touching it raises
+ * SIGBUS. The region has its own connection to r's node and its own
+ * fault-handling thread; r stays the caller's. Needs userfaultfd with
+ * write-protect (Linux >= 5.7; /dev/userfaultfd access or CAP_SYS_PTRACE).
+ * flags must be 0. @return the region (page-aligned, bytes rounded up to
+ * pages), or NULL with errno (EINVAL, ENOTSUP: no userfaultfd here, EPERM,
+ * ENOMEM, or the connection's error).
+ */
+void *ramster_region_map(ramster *r, size_t bytes, size_t resident_bytes, int flags);
+
+/* Unmap a region of r made by ramster_region_map; its pool is destroyed. @return 0 or -errno. */
+int ramster_region_unmap(ramster *r, void *addr);
+
+/* What a region (or ramster-run's whole program) did. */
+struct ramster_region_stats {
+	uint64_t budget_pages;	  /* the resident budget */
+	uint64_t resident_pages;  /* pages in memory now (zero-page mappings not counted) */
+	uint64_t pool_pages;	  /* pages whose current copy is in the pool */
+	uint64_t faults;	  /* missing-page faults served */
+	uint64_t faults_zero;	  /* ... of them by mapping zeros (never written) */
+	uint64_t faults_wp;	  /* write-protect faults (first write after a fetch or a sweep) */
+	uint64_t gets;		  /* pages fetched from the pool (prefetch included) */
+	uint64_t prefetched;	  /* pages fetched ahead of a sequential run */
+	uint64_t get_failed;	  /* fetches that failed: the page was poisoned (SIGBUS on touch) */
+	uint64_t evicted;	  /* pages dropped from memory */
+	uint64_t puts;		  /* pages written to the pool (dirty evictions) */
+	uint64_t put_refused;	  /* puts the node refused: the page stayed resident */
+	uint64_t over_budget;	  /* faults served with no page left to evict */
+	uint64_t evict_failed;	  /* victims the kernel would not drop (mlock'd): they stayed */
+	uint64_t fault_ns_p50;	  /* service time of a missing fault, thread side, median */
+	uint64_t fault_ns_p99;	  /* ... 99th percentile (powers of two) */
+};
+
+/* Read a region's counters. @return 0 or -errno (-ENOENT: no such region of r). */
+int ramster_region_stats(ramster *r, void *addr, struct ramster_region_stats *st);
 /* One uid with connections or pools on the node, as `ramsterctl clients` shows it. */
 struct ramster_client_info {
 	uint32_t uid;

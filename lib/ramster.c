@@ -21,6 +21,7 @@
 
 #include "proto/wire.h"
 #include "ramster.h"
+#include "lib/internal.h"
 
 #define RAMSTER_DEFAULT_SOCKET "/run/ramster/ramsterd.sock"
 /* Decodes any response but the admin ones: 256 results plus generous slack. */
@@ -45,6 +46,7 @@ struct ramster {
 	Ramster__Item *item_ptrs[RAMSTER_BATCH_MAX];
 	struct iovec iov[2 + RAMSTER_BATCH_MAX]; /* header, message, pages */
 	uint64_t poll_ns; /* poll this long for a reply before sleeping (RAMSTER_POLL_US) */
+	char path[108];   /* the node's socket, for region.c's own connection (lib_ramster_reopen) */
 };
 
 /* ---- connection ------------------------------------------------------------------ */
@@ -410,6 +412,7 @@ ramster *ramster_open(const char *socket_path)
 	if (err)
 		goto close_fd;
 	r->poll_ns = ramster_env_poll_ns();
+	strcpy(r->path, socket_path);
 	return r;
 
 close_fd:
@@ -420,6 +423,12 @@ free_r:
 	free(r);
 	errno = -err;
 	return NULL;
+}
+
+/* A second connection to r's node (lib/internal.h). */
+ramster *lib_ramster_reopen(const ramster *r)
+{
+	return ramster_open(r->path);
 }
 
 void ramster_close(ramster *r)
@@ -688,6 +697,46 @@ int ramster_status(ramster *r, struct ramster_kv **out, size_t *n)
 	*n = rsp->n_status;
 	ramster__response__free_unpacked(rsp, NULL);
 	return 0;
+
+nomem:
+	ramster_kv_free(kv, i);
+	ramster__response__free_unpacked(rsp, NULL);
+	return -ENOMEM;
+}
+
+int ramster_reload(ramster *r, struct ramster_kv **out, size_t *n)
+{
+	Ramster__Request req = RAMSTER__REQUEST__INIT;
+	Ramster__Response *rsp;
+	struct ramster_kv *kv = NULL;
+	size_t i = 0;
+	int err;
+
+	if (!r || !out || !n)
+		return -EINVAL;
+	req.op = RAMSTER__OP__OP_RELOAD;
+	err = ramster_call(r, &req, NULL, 0, &rsp);
+	if (err)
+		return err;
+	/* the lines come with a refusal too: they say why */
+	if (rsp->n_status) {
+		kv = calloc(rsp->n_status, sizeof(*kv));
+		if (!kv)
+			goto nomem;
+	}
+	for (i = 0; i < rsp->n_status; i++) {
+		kv[i].key = strdup(rsp->status[i]->key);
+		kv[i].value = strdup(rsp->status[i]->value);
+		if (!kv[i].key || !kv[i].value) {
+			i++;
+			goto nomem;
+		}
+	}
+	*out = kv;
+	*n = rsp->n_status;
+	err = rsp->result;
+	ramster__response__free_unpacked(rsp, NULL);
+	return err;
 
 nomem:
 	ramster_kv_free(kv, i);

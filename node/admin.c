@@ -15,7 +15,9 @@
 #include <unistd.h>
 
 #include "node/client_int.h"
+#include "node/counters.h"
 #include "node/log.h"
+#include "node/reload.h"
 #include "node/spin.h"
 #include "ramster.h"
 
@@ -60,24 +62,7 @@ int admin_stats(struct client *c, Ramster__Response *rsp)
 	size_t i;
 	int rc;
 
-	stats_foreach(env->stats, env->pools, env->zcache, client_stat_add, &sl);
-	if (env->store)
-		store_foreach_stat(env->store, client_stat_add, &sl);
-	if (env->remote)
-		remote_foreach_stat(env->remote, client_stat_add, &sl);
-	if (env->nbd)
-		nbd_foreach_stat(env->nbd, client_stat_add, &sl);
-	if (env->spin) {
-		struct spin_stats ss;
-
-		spin_get_stats(env->spin, &ss);
-		client_stat_add(&sl, "loop_busy_polls", ss.polls,
-				"times the loop polled before sleeping (busy_poll_us)");
-		client_stat_add(&sl, "loop_busy_poll_hits", ss.hits,
-				"... and found work without sleeping");
-		client_stat_add(&sl, "loop_busy_poll_us", ss.spun_us,
-				"microseconds spent busy polling");
-	}
+	counters_foreach(env, client_stat_add, &sl);
 	if (!sl.err && sl.n) {
 		ptrs = malloc(sl.n * sizeof(*ptrs));
 		if (!ptrs)
@@ -168,6 +153,27 @@ int admin_status(struct client *c, Ramster__Response *rsp)
 	}
 	rsp->status = ptrs;
 	rsp->n_status = CLIENT_STATUS_KEYS;
+	return client_reply(c, rsp, NULL, 0);
+}
+
+/* RELOAD (node/reload.c): privileged; the outcome as status lines applied, restart, error. */
+int admin_reload(struct client *c, Ramster__Response *rsp)
+{
+	struct reload_result res;
+	Ramster__KeyValue kv[3], *ptrs[3];
+	const char *rows[3][2] = {{"applied", res.applied}, {"restart", res.restart},
+				  {"error", res.error}};
+	int i;
+
+	rsp->result = reload_request(c->l->env->reload, c->uid, &res);
+	for (i = 0; i < 3; i++) {
+		ramster__key_value__init(&kv[i]);
+		kv[i].key = (char *)rows[i][0];
+		kv[i].value = (char *)rows[i][1];
+		ptrs[i] = &kv[i];
+	}
+	rsp->status = ptrs;
+	rsp->n_status = 3;
 	return client_reply(c, rsp, NULL, 0);
 }
 

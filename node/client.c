@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "node/client_int.h"
+#include "node/clock.h"
 #include "node/log.h"
 #include "node/spin.h"
 #include "ramster.h"
@@ -508,6 +509,8 @@ static int client_dispatch(struct client *c, const Ramster__Request *req, size_t
 		if (client_refuse_unprivileged(c, &rsp))
 			break;
 		return admin_drain(c, req);
+	case RAMSTER__OP__OP_RELOAD:
+		return admin_reload(c, &rsp);
 	case RAMSTER__OP__OP_CLIENTS:
 		return admin_clients(c, &rsp);
 	default:
@@ -592,7 +595,7 @@ static int client_process(struct client *c)
 	 * takes longer than frame_timeout; a finished frame restarts the clock) */
 	if (c->in_len && c->out_off == c->out_len) {
 		if (!c->partial_since || pos)
-			c->partial_since = ev_now(c->l->env->loop);
+			c->partial_since = clock_now_s(); /* monotonic */
 	} else {
 		c->partial_since = 0;
 	}
@@ -606,7 +609,7 @@ void client_sweep_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	struct client_listener *l =
 	    container_of(w, struct client_listener, sweep);
 	struct client *c, *next;
-	ev_tstamp now = ev_now(loop);
+	ev_tstamp now = clock_now_s();
 
 	for (c = l->clients; c; c = next) {
 		next = c->next;
@@ -708,6 +711,7 @@ void client_new(struct client_listener *l, int fd)
 	l->clients = c;
 	env->stats->clients++;
 	env->stats->clients_total++;
+	c->uid = c->cred.uid; /* OP_RELOAD's check (admin.c) */
 	log_debug("client %llu connected (pid %ld uid %ld gid %ld%s)", (unsigned long long)c->id,
 		  (long)c->cred.pid, (long)c->cred.uid, (long)c->cred.gid,
 		  c->cred.privileged ? ", privileged" : "");

@@ -37,9 +37,13 @@ struct client_env {
 	struct spin *spin;       /* the loop's busy polling (its counters), or NULL */
 	uint32_t frame_timeout_ms; /* a frame's limit to arrive whole (0: 30 s) */
 	struct users *users;     /* credentials, per-uid limits and records (node/users.h) */
+	struct metrics *metrics; /* the Prometheus endpoint (its counters), or NULL */
+	struct reload *reload;   /* re-reads the cluster file (OP_RELOAD), or NULL without one */
 };
 
 struct client_listener;
+struct metrics;
+struct reload;
 
 /*
  * Listen on env->socket_path: create its parent directory (0755) if missing;

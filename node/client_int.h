@@ -43,6 +43,7 @@ struct client {
 	struct client *next, *prev;
 	uint64_t id;
 	int fd;
+	uid_t uid; /* SO_PEERCRED's, or (uid_t)-1 unknown: privileged ops check it */
 	struct pools_client *pools;
 	struct users_cred cred;   /* SO_PEERCRED (+ groups) at accept */
 	struct users_user *user;  /* its uid's record */
@@ -106,6 +107,7 @@ int admin_status(struct client *c, Ramster__Response *rsp);
 int admin_pools(struct client *c, Ramster__Response *rsp);
 int admin_exports(struct client *c, Ramster__Response *rsp);
 int admin_drain(struct client *c, const Ramster__Request *req);
+int admin_reload(struct client *c, Ramster__Response *rsp);
 int admin_clients(struct client *c, Ramster__Response *rsp);
 int admin_ping(struct client *c, const Ramster__Request *req, size_t payload_off);
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "node/client_int.h"
+#include "node/clock.h"
 #include "node/log.h"
 #include "node/spin.h"
 #include "ramster.h"
@@ -41,10 +42,10 @@ static void client_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		if (errno == EINTR || errno == ECONNABORTED)
 			continue;
 		l->env->stats->accept_errors++;
-		if (ev_now(loop) - l->last_warn >= CLIENT_WARN_EVERY) {
+		if (clock_now_s() - l->last_warn >= CLIENT_WARN_EVERY) {
 			log_warn("accept on %s: %s (pausing accepts)", l->env->socket_path,
 				 strerror(errno));
-			l->last_warn = ev_now(loop);
+			l->last_warn = clock_now_s();
 		}
 		/* out of descriptors or memory: wait rather than spin on a ready socket */
 		ev_io_stop(loop, &l->io);

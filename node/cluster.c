@@ -205,6 +205,7 @@ struct cluster *cluster_create(struct ev_loop *loop, const struct config *cfg,
 	c->unauth_per_addr = cfg->limits.peer_unauth_per_addr ? cfg->limits.peer_unauth_per_addr : 4;
 	c->handshake_max_ms = cfg->limits.peer_handshake_timeout_ms;
 	c->unauth_warned = -10.0;
+	c->orphan_after_ms = cfg->orphan_after_ms ? cfg->orphan_after_ms : CONFIG_DEFAULT_ORPHAN_AFTER_MS;
 	memcpy(c->key, key, CLUSTER_KEY_LEN);
 	if (h)
 		c->h = *h;
@@ -216,7 +217,9 @@ struct cluster *cluster_create(struct ev_loop *loop, const struct config *cfg,
 		randombytes_buf(&c->rng, sizeof(c->rng));
 	while (!c->rng);
 
-	c->peers = calloc(cfg->n_nodes ? cfg->n_nodes : 1, sizeof(*c->peers));
+	/* room for every node id: a reload may add nodes (cluster_add_node), and the
+	 * peers' watchers must never move */
+	c->peers = calloc(CONFIG_NODES_MAX, sizeof(*c->peers));
 	if (!c->peers) {
 		cluster_fail(err, errlen, ENOMEM, "cluster: out of memory");
 		goto free_cluster;
@@ -233,13 +236,7 @@ struct cluster *cluster_create(struct ev_loop *loop, const struct config *cfg,
 				     node->id);
 			goto free_peers;
 		}
-		p->c = c;
-		p->node = *node;
-		p->dialer = node->id > self->id;
-		p->backoff_ms = CLUSTER_BACKOFF_MIN_MS;
-		ev_timer_init(&p->redial, peer_redial_cb, 0., 0.);
-		ev_init(&p->dead, peer_dead_cb);
-		ev_timer_init(&p->backlog, peer_backlog_cb, CLUSTER_BACKLOG_S, 0.);
+		peer_init(c, p, node, self->id);
 		c->by_id[node->id] = p;
 		n++;
 	}
@@ -269,7 +266,12 @@ struct cluster *cluster_create(struct ev_loop *loop, const struct config *cfg,
 		goto free_transport;
 	ev_timer_init(&c->heartbeat, cluster_heartbeat_cb, c->heartbeat_ms / 1000.0,
 		      c->heartbeat_ms / 1000.0);
+	/* heartbeats first in a batch, whatever else is ready */
+	ev_set_priority(&c->heartbeat, EV_MAXPRI);
 	ev_timer_start(loop, &c->heartbeat);
+	ev_prepare_init(&c->prepare, cluster_prepare_cb);
+	ev_prepare_start(loop, &c->prepare);
+	ev_unref(loop); /* the stall watch alone keeps no loop running */
 	log_info("cluster %s: node %s (%u) on %s:%u, incarnation %016" PRIx64 ", %zu peers",
 		 c->name, self->name, self->id, self->host, (unsigned)self->port, c->incarnation,
 		 c->n_peers);
@@ -301,11 +303,14 @@ void cluster_destroy(struct cluster *c)
 		return;
 	c->destroying = true;
 	ev_timer_stop(c->loop, &c->heartbeat);
+	ev_ref(c->loop);
+	ev_prepare_stop(c->loop, &c->prepare);
 	for (i = 0; i < c->n_peers; i++) {
 		struct cluster_peer *p = &c->peers[i];
 
 		ev_timer_stop(c->loop, &p->redial);
 		ev_timer_stop(c->loop, &p->dead);
+		ev_timer_stop(c->loop, &p->lease);
 		ev_timer_stop(c->loop, &p->backlog);
 		peer_fail_pending(p, -ECANCELED);
 	}
@@ -406,13 +411,22 @@ bool cluster_alive(struct cluster *c, uint32_t node, unsigned epoch)
 	uint32_t v;
 
 	/* Any thread (the tier asks under bucket locks): the loop publishes each
-	 * peer's state and epoch (peer_publish). A link that dropped is not a
-	 * dead peer: requests wait for the next link (or for the death that ends
-	 * the session after dead_after_ms). */
+	 * peer's state and epoch (peer_publish). Neither a lost link nor silence
+	 * is a gone peer: only a new epoch (restart, lease expiry) is. */
 	if (!c || node < 1 || node > CONFIG_NODES_MAX)
 		return false;
 	v = atomic_load_explicit(&c->live[node], memory_order_acquire);
-	return (v & 1) && (v >> 1) == (epoch & 255);
+	return (v & 1) && (v >> 2) == (epoch & 255);
+}
+
+bool cluster_reachable(struct cluster *c, uint32_t node, unsigned epoch)
+{
+	uint32_t v;
+
+	if (!c || node < 1 || node > CONFIG_NODES_MAX)
+		return false;
+	v = atomic_load_explicit(&c->live[node], memory_order_acquire);
+	return (v & 3) == 3 && (v >> 2) == (epoch & 255);
 }
 
 unsigned cluster_epoch(struct cluster *c, uint32_t node)
@@ -487,8 +501,8 @@ static const char *peer_state_name(const struct cluster_peer *p)
 	switch (p->state) {
 	case PEER_UP:
 		return "up";
-	case PEER_DEAD:
-		return "dead";
+	case PEER_UNREACHABLE:
+		return "unreachable";
 	default:
 		return p->dialer ? "connecting" : "down";
 	}
@@ -539,13 +553,16 @@ void cluster_foreach_stat(struct cluster *c,
 	size_t i;
 
 	for (i = 0; i < c->n_peers; i++) {
+		if (!c->by_id[c->peers[i].node.id])
+			continue; /* removed */
 		up += c->peers[i].link != NULL;
-		dead += c->peers[i].state == PEER_DEAD;
+		dead += c->peers[i].state == PEER_UNREACHABLE;
 		pending += c->peers[i].count;
 	}
-	fn(arg, "cluster_peers", c->n_peers, "peers in the cluster file");
+	fn(arg, "cluster_peers", c->n_peers - c->n_removed, "peers in the cluster file");
 	fn(arg, "cluster_links_up", up, "peers with an authenticated link now");
-	fn(arg, "cluster_peers_dead", dead, "peers declared dead now");
+	fn(arg, "cluster_peers_unreachable", dead,
+	   "peers silent past dead_after_ms now (their pages kept until orphan_after_ms)");
 	fn(arg, "cluster_requests_pending", pending, "requests waiting for a reply now");
 #define S(f, h) fn(arg, "cluster_" #f, c->st.f, h)
 	S(links_accepted, "inbound peer connections accepted");
@@ -565,13 +582,17 @@ void cluster_foreach_stat(struct cluster *c,
 	S(heartbeats_sent, "heartbeats sent");
 	S(heartbeats_received, "heartbeats received");
 	S(heartbeats_dropped, "heartbeats the transport would not take");
-	S(peer_deaths, "peers declared dead after silence");
+	S(peer_deaths, "peers declared unreachable after dead_after_ms of silence");
+	S(peer_returns, "unreachable peers back with the same incarnation (nothing lost)");
 	S(peer_restarts, "peers seen with a new incarnation");
+	S(leases_expired, "peers unreachable past orphan_after_ms: pages both ways forgotten");
+	S(leases_dropped, "holders that said they dropped our pages (lease or room)");
+	S(dead_checks_deferred, "dead checks put off because the loop itself had stalled");
 	S(requests, "requests to peers");
 	S(requests_resent, "requests written again on a new link");
 	S(requests_invalid, "requests refused before sending (malformed)");
 	S(requests_full, "requests refused: too many pending for the peer");
-	S(requests_failed_dead, "requests failed because the peer is dead or restarted");
+	S(requests_failed_dead, "requests failed: the peer restarted or its lease expired");
 	S(requests_cancelled, "requests cancelled at shutdown");
 	S(replies, "replies that completed a request");
 	S(timeouts, "requests that timed out");

@@ -5,10 +5,12 @@
  * Links: the node with the lower id dials, the other accepts; one link per
  * pair. Handshake both ways (HELLO then AUTH) proves the cluster secret with
  * HMAC-SHA-256 over both nonces; nothing else is accepted before. A peer
- * silent for dead_after_ms is dead. Each node keeps, per peer, an epoch: it
- * grows each time the node declares that peer dead or sees it restarted (new
- * incarnation); pages held under an older epoch are gone. Runs on the loop's
- * thread only, except cluster_alive (any thread).
+ * silent for dead_after_ms is unreachable: nothing new goes there, but nothing
+ * it holds is forgotten. Each node keeps, per peer, an epoch: it grows only
+ * when the peer's copies are really gone: it restarted (new incarnation), it
+ * stayed unreachable past orphan_after_ms (its lease expired), or it said it
+ * dropped our pages. Pages held under an older epoch are gone. Runs on the
+ * loop's thread only, except cluster_alive and cluster_reachable (any thread).
  */
 #ifndef RAMSTER_CLUSTER_H
 #define RAMSTER_CLUSTER_H
@@ -27,7 +29,8 @@ struct cluster;
 #define CLUSTER_KEY_LEN 32
 
 /* What a request's callback gets: the reply (result 0 or the peer's -errno),
- * or -ETIMEDOUT, -EHOSTDOWN (the peer was declared dead), -ECANCELED (shutdown). */
+ * or -ETIMEDOUT, -EHOSTDOWN (the peer restarted or its lease expired: what it
+ * held for us is gone), -ECANCELED (shutdown). */
 typedef void (*cluster_reply_fn)(void *arg, int result, const Ramster__Peer__Msg *reply,
 				 const uint8_t *payload, size_t plen);
 
@@ -43,8 +46,15 @@ struct cluster_handlers {
 	/* A peer's link is up and authenticated. session as above: pages held
 	 * for this peer under any other session are stale. */
 	void (*on_peer_up)(void *arg, uint32_t node, uint64_t session);
-	/* A peer was declared dead (silence) or restarted (new incarnation). */
+	/* A peer's copies are gone: it restarted (new incarnation), its lease
+	 * expired (unreachable past orphan_after_ms) or it dropped our pages. */
 	void (*on_peer_down)(void *arg, uint32_t node, const char *why);
+	/* A peer is silent past dead_after_ms: unreachable, nothing forgotten. */
+	void (*on_peer_unreachable)(void *arg, uint32_t node);
+	/* The session (cluster.h on_request) of node's pages this node dropped
+	 * on its own (their lease expired, or room was needed), 0 if none: sent
+	 * in heartbeats so that node forgets them too. */
+	uint64_t (*dropped_session)(void *arg, uint32_t node);
 	/* Bytes this node can still take for peers, and its total donation. */
 	void (*donate)(void *arg, uint64_t *free_bytes, uint64_t *total_bytes);
 	/* Pages this node holds for node (sent in heartbeats). */
@@ -60,6 +70,22 @@ struct cluster *cluster_create(struct ev_loop *loop, const struct config *cfg,
 			       const struct config_node *self, const uint8_t key[CLUSTER_KEY_LEN],
 			       const struct cluster_handlers *h, void *arg, char *err, size_t errlen);
 
+/*
+ * A node added to the cluster file (a reload, node/reload.c): from now on it
+ * is a peer like the others (dialed if its id is higher than ours, accepted
+ * otherwise). @return 0, -EEXIST (its id is a peer already), -EINVAL, -ENOSPC.
+ */
+int cluster_add_node(struct cluster *c, const struct config_node *node);
+
+/*
+ * A node removed from the cluster file (a reload): refused with -EBUSY while
+ * it holds pages of ours (its last heartbeat said so: drain it first);
+ * otherwise its link goes, pending requests fail (-EHOSTDOWN), on_peer_down
+ * runs ("removed": the pages we held for it are dropped) and it is no peer
+ * any more: never dialed, its hellos refused. @return 0, -EBUSY, -ENOENT.
+ */
+int cluster_remove_node(struct cluster *c, uint32_t id);
+
 /* Fail every pending request (-ECANCELED), close every link, free. NULL ok. */
 void cluster_destroy(struct cluster *c);
 
@@ -72,10 +98,11 @@ int cluster_load_key(const char *path, uint8_t key[CLUSTER_KEY_LEN], char *err, 
 
 /*
  * Send request m (its op and fields set; seq is assigned here) with an
- * optional payload to node. If the link is down but the peer not dead, the
- * request waits for the link and is sent then; requests unanswered when a
- * link drops are sent again on the next link. cb is called exactly once.
- * @return 0, or -errno (no such peer, peer dead: then cb is not called).
+ * optional payload to node. If the link is down (the peer unreachable too),
+ * the request waits for the link, within its timeout, and is sent then;
+ * requests unanswered when a link drops are sent again on the next link. cb
+ * is called exactly once. @return 0, or -errno (no such peer, or a peer never
+ * seen yet: then cb is not called).
  */
 int cluster_request(struct cluster *c, uint32_t node, Ramster__Peer__Msg *m, const void *payload,
 		    size_t plen, unsigned timeout_ms, cluster_reply_fn cb, void *arg);
@@ -85,12 +112,23 @@ int cluster_reply(struct cluster *c, uint32_t node, uint64_t seq, int result,
 		  const Ramster__Peer__Page *page, const void *payload, size_t plen);
 
 /*
- * Is our session with node still in epoch (mod 256): the peer up, or its
- * link lost but the peer not (yet) declared dead? Pages it holds for us in
- * that epoch can still be had (a request waits for the link). Any thread:
- * lock-free (the loop publishes each change).
+ * Is our session with node still in epoch (mod 256)? Pages it holds for us in
+ * that epoch still exist: the peer is up, or its link is lost, or it is
+ * unreachable (a request waits for the link, bounded by its timeout). Any
+ * thread: lock-free (the loop publishes each change).
  */
 bool cluster_alive(struct cluster *c, uint32_t node, unsigned epoch);
+
+/* cluster_alive, and the peer not unreachable (up, or its link lost for less
+ * than dead_after_ms): a request can be answered soon. Any thread. */
+bool cluster_reachable(struct cluster *c, uint32_t node, unsigned epoch);
+
+/* How long node has been silent, ms: 0 while its link is up. Loop only. */
+uint64_t cluster_silent_ms(struct cluster *c, uint32_t node);
+
+/* End an unreachable peer's lease now (as orphan_after_ms would): its copies
+ * are gone, on_peer_down("lease expired"). Nothing if it is not unreachable. */
+void cluster_forget(struct cluster *c, uint32_t node);
 
 /* The smoothed heartbeat round trip to node, microseconds; larger than any
  * real one when its link is not up (so that such a peer is asked last). */

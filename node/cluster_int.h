@@ -96,8 +96,10 @@ struct cluster_link {
 enum peer_state {
 	PEER_NEW,  /* never up */
 	PEER_UP,   /* an authenticated link */
-	PEER_DOWN, /* was up; link lost, not (yet) dead */
-	PEER_DEAD, /* declared dead; waits for a new link */
+	PEER_DOWN, /* was up; link lost, not (yet) silent for dead_after_ms */
+	PEER_UNREACHABLE, /* silent past dead_after_ms: not gone (its pages are kept,
+			   * nothing new is placed there) until it comes back, restarts
+			   * or stays away past orphan_after_ms (its lease: see peer.c) */
 };
 
 struct cluster_peer {
@@ -105,6 +107,7 @@ struct cluster_peer {
 	struct config_node node;
 	ev_timer redial;  /* next dial (dialer only) */
 	ev_timer dead;	  /* fires dead_after_ms after the last frame */
+	ev_timer lease;	  /* fires orphan_after_ms after it became unreachable */
 	ev_timer backlog; /* retry writes after a full transport queue */
 	enum peer_state state;
 	bool dialer; /* we dial it: its id is higher than ours */
@@ -113,7 +116,8 @@ struct cluster_peer {
 	struct cluster_link *link;    /* authenticated, or NULL */
 	struct cluster_link *dialing; /* our outbound link in setup, or NULL */
 	unsigned backoff_ms;
-	ev_tstamp last_rx;     /* last frame on an authenticated link */
+	uint64_t last_rx_ns;   /* last frame on an authenticated link (clock_now_ns) */
+	uint64_t unreachable_ns; /* when it was declared unreachable; 0 when it is not */
 	uint64_t incarnation;  /* its; 0 before its first handshake */
 	unsigned epoch;	       /* ours for it */
 	uint32_t their_epoch;  /* its for us, from its last hello */
@@ -122,7 +126,7 @@ struct cluster_peer {
 	double rtt_us;
 	uint64_t donate_free, donate_total, pages_there;
 	uint64_t sent_since_hb; /* payload bytes sent since its last heartbeat */
-	uint64_t ups, deaths;
+	uint64_t ups, deaths; /* deaths: times declared unreachable */
 	uint32_t link_gen; /* grows with every authenticated link: names its memory keys */
 	/* pending requests */
 	struct cluster_req **htab;
@@ -148,8 +152,12 @@ struct cluster_stats {
 	uint64_t heartbeats_sent;
 	uint64_t heartbeats_received;
 	uint64_t heartbeats_dropped; /* heartbeats the transport would not take */
-	uint64_t peer_deaths;
+	uint64_t peer_deaths;	     /* peers declared unreachable (silence) */
+	uint64_t peer_returns;	     /* unreachable peers back with the same incarnation */
 	uint64_t peer_restarts;
+	uint64_t leases_expired;     /* unreachable past orphan_after_ms: their pages forgotten */
+	uint64_t leases_dropped;     /* a holder told us it dropped our pages (its lease or room) */
+	uint64_t dead_checks_deferred; /* dead checks put off: the loop itself had stalled */
 	uint64_t requests;	       /* requests taken by cluster_request */
 	uint64_t requests_resent;      /* requests written again on a new link */
 	uint64_t requests_invalid;     /* refused by the local check (the peer would refuse) */
@@ -179,6 +187,7 @@ struct cluster {
 	/* [limits] (link_limits.c): unauthenticated inbound links and their deadline */
 	uint32_t unauth_max, unauth_per_addr, handshake_max_ms;
 	ev_tstamp unauth_warned;
+	uint64_t orphan_after_ms;
 	uint8_t key[CLUSTER_KEY_LEN];
 	struct cluster_handlers h;
 	void *arg;
@@ -188,14 +197,19 @@ struct cluster {
 	struct cluster_peer *by_id[CONFIG_NODES_MAX + 1];
 	struct cluster_peer *peers;
 	size_t n_peers;
+	size_t n_removed; /* peers removed by a reload: their slots stay, unnamed */
 	struct cluster_link *links; /* every link not yet closed */
 	ev_timer heartbeat;
+	ev_prepare prepare;    /* notes when each loop iteration ends (stall detection) */
+	uint64_t prepare_ns;   /* the last iteration's end (clock_now_ns) */
+	uint64_t stall_end_ns; /* the end of the last iteration far longer than a heartbeat */
 	bool destroying;
 	struct wire_arena arena; /* received messages */
 	struct wire_arena check; /* our own messages, checked before they leave */
 	struct cluster_stats st;
 	uint8_t buf[TRANSPORT_MSG_MAX]; /* a request being packed */
-	/* shared, lock-free: per node, (our epoch for it & 255) << 1 | alive;
+	/* shared, lock-free: per node, (our epoch for it & 255) << 2 | reachable << 1 | known
+	 * (known: its incarnation was seen; reachable: up, or link lost but not silent);
 	 * written by the loop (peer_publish), read by cluster_alive anywhere */
 	_Atomic uint32_t live[CONFIG_NODES_MAX + 1];
 };
@@ -223,11 +237,15 @@ void cluster_on_close(void *arg, struct tconn *conn, const char *reason);
 
 /* peer.c: heartbeats, life and death, dialing, one-sided reads */
 void peer_publish(struct cluster_peer *p);
+void peer_init(struct cluster *c, struct cluster_peer *p, const struct config_node *node,
+	       uint32_t self);
 uint64_t peer_session(const struct cluster_peer *p);
 uint64_t peer_free(const struct cluster_peer *p);
 void peer_on_heartbeat(struct cluster_peer *p, const Ramster__Peer__Heartbeat *hb);
 void peer_fail_pending(struct cluster_peer *p, int err);
 void peer_dead_cb(struct ev_loop *loop, ev_timer *w, int revents);
+void peer_lease_cb(struct ev_loop *loop, ev_timer *w, int revents);
+void cluster_prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents);
 int link_up(struct cluster_link *l);
 void peer_link_lost(struct cluster_peer *p, struct cluster_link *l, const char *reason);
 void peer_dial(struct cluster_peer *p);

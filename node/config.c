@@ -20,7 +20,11 @@
 #include <ini.h>
 
 #include "common/sock.h"
+#include "tmem/compress.h"
+#include "tmem/zalloc.h"
+
 #include "node/config.h"
+#include "node/log.h"
 #include "tmem/replica.h"
 
 #define CONFIG_DEFAULT_LOCAL_MB 256
@@ -48,6 +52,7 @@ struct config_parse {
 	uint32_t seen;		   /* keys of the current section already set */
 	int cluster_line;
 	int secret_line, replicas_line, heartbeat_line, dead_line, timeout_line, high_line, low_line;
+	int orphan_line;
 	int err_line; /* 0: no error yet */
 	char err[CONFIG_ERR_MAX];
 };
@@ -275,6 +280,12 @@ static int cluster_dead_after(struct config_parse *p, const char *key, const cha
 	return config_u32(p, key, v, 20, 600000, &p->c->dead_after_ms);
 }
 
+static int cluster_orphan_after(struct config_parse *p, const char *key, const char *v)
+{
+	p->orphan_line = p->lineno;
+	return config_u32(p, key, v, 100, 86400000, &p->c->orphan_after_ms);
+}
+
 static int cluster_rereplicate_rate(struct config_parse *p, const char *key, const char *v)
 {
 	return config_u32(p, key, v, 1, 1000000, &p->c->rereplicate_rate);
@@ -428,6 +439,46 @@ static int node_nbd_listen(struct config_parse *p, const char *key, const char *
 	return config_string(p, key, v, p->node->nbd_listen, CONFIG_NAME_MAX, CONFIG_NAME_MAX);
 }
 
+static int node_allocator(struct config_parse *p, const char *key, const char *v)
+{
+	enum zalloc_kind k;
+
+	if (zalloc_parse(v, &k))
+		return config_fail(p, "%s: '%s' is not dense or zbud", key, v);
+	p->node->allocator = k;
+	return 0;
+}
+
+static int node_compressor(struct config_parse *p, const char *key, const char *v)
+{
+	enum compress_algo a;
+
+	if (compress_algo_parse(v, &a))
+		return config_fail(p, "%s: '%s' is not lzo or lz4", key, v);
+	p->node->compressor = a;
+	return 0;
+}
+
+static int node_metrics_listen(struct config_parse *p, const char *key, const char *v)
+{
+	int rc = config_address(p, key, v, NULL, NULL);
+
+	if (rc)
+		return rc;
+	return config_string(p, key, v, p->node->metrics_listen, sizeof(p->node->metrics_listen),
+			     sizeof(p->node->metrics_listen));
+}
+
+static int node_log_level(struct config_parse *p, const char *key, const char *v)
+{
+	int level = log_level_parse(v);
+
+	if (level < 0)
+		return config_fail(p, "%s: '%s' is not debug, info, notice, warn or error", key, v);
+	p->node->log_level = level;
+	return 0;
+}
+
 static int node_busy_poll(struct config_parse *p, const char *key, const char *v)
 {
 	return config_number(p, key, v, 0, CONFIG_BUSY_POLL_MAX_US, &p->node->busy_poll_us);
@@ -504,6 +555,7 @@ static const struct config_key cluster_keys[] = {
     {"secret_file", cluster_secret_file},
     {"heartbeat_ms", cluster_heartbeat},
     {"dead_after_ms", cluster_dead_after},
+    {"orphan_after_ms", cluster_orphan_after},
     {"replicas", cluster_replicas},
     {"rereplicate_rate", cluster_rereplicate_rate},
     {"high_watermark", cluster_high_watermark},
@@ -527,6 +579,10 @@ static const struct config_key node_keys[] = {
     {"nbd_socket", node_nbd_socket},
     {"nbd_listen", node_nbd_listen},
     {"busy_poll_us", node_busy_poll},
+    {"allocator", node_allocator},
+    {"compressor", node_compressor},
+    {"metrics_listen", node_metrics_listen},
+    {"log_level", node_log_level},
     {NULL, NULL},
 };
 
@@ -624,6 +680,7 @@ static void config_node_defaults(struct config_node *n)
 	n->transport = TRANSPORT_TCP;
 	n->local_mb = CONFIG_DEFAULT_LOCAL_MB;
 	n->busy_poll_us = CONFIG_DEFAULT_BUSY_POLL_US;
+	n->log_level = -1;
 }
 
 /* Open the section named by a header's text (between the brackets). */
@@ -921,6 +978,10 @@ static void config_check(struct config_parse *p)
 			       c->dead_after_ms, c->heartbeat_ms);
 	if (!p->timeout_line)
 		c->request_timeout_ms = c->dead_after_ms;
+	if (c->orphan_after_ms <= c->dead_after_ms)
+		config_fail_at(p, p->orphan_line ? p->orphan_line : p->dead_line,
+			       "orphan_after_ms (%u) must be above dead_after_ms (%u)",
+			       c->orphan_after_ms, c->dead_after_ms);
 	if (c->replicas > 1 && c->replicas + 1 > c->n_nodes)
 		config_fail_at(p, p->replicas_line,
 			       "replicas = %u needs at least %u nodes (the owner and %u peers); "
@@ -945,6 +1006,7 @@ void config_defaults(struct config *c)
 	c->remotify_ephemeral = true;
 	c->remotify_persistent = true;
 	c->request_timeout_ms = c->dead_after_ms;
+	c->orphan_after_ms = CONFIG_DEFAULT_ORPHAN_AFTER_MS;
 	c->env.frame_timeout_ms = 30000;
 	c->env.rdma_read = true;
 	c->limits = (struct config_limits){

@@ -22,6 +22,7 @@
 #define CONFIG_EXPORTS_MAX 64
 #define CONFIG_ERR_MAX 512
 
+#define CONFIG_DEFAULT_ORPHAN_AFTER_MS 600000 /* docs/operations.md: why ten minutes */
 #define CONFIG_DEFAULT_BUSY_POLL_US 50 /* node/spin.h */
 #define CONFIG_BUSY_POLL_MAX_US	    10000
 
@@ -38,7 +39,11 @@ struct config_node {
 	uint64_t donate_mb;             /* RAM lent to peers' pages */
 	char nbd_socket[CONFIG_PATH_MAX];
 	char nbd_listen[CONFIG_NAME_MAX];
+	char metrics_listen[CONFIG_NAME_MAX + 8]; /* HOST:PORT of /metrics ("" = none) */
 	uint64_t busy_poll_us;          /* the loop polls this long before sleeping (0 = off) */
+	unsigned allocator;             /* enum zalloc_kind: dense (default) or zbud */
+	unsigned compressor;            /* enum compress_algo: lzo (default) or lz4 */
+	int log_level;                  /* enum log_level, -1 = not set (--log-level, else info) */
 	int line;                       /* where the section starts */
 };
 
@@ -113,6 +118,7 @@ struct config {
 	bool remotify_ephemeral;        /* default true */
 	bool remotify_persistent;       /* default true */
 	uint32_t request_timeout_ms;    /* a remote request's limit (default dead_after_ms) */
+	uint32_t orphan_after_ms;       /* an unreachable peer's lease (default 600000) */
 	/* compression thresholds in 1/1024ths of a page (0 = default) */
 	uint32_t pers_max_frac, pers_mean_max_frac, pers_mean_limit_frac;
 	/* nodes and exports */

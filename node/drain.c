@@ -44,7 +44,7 @@ static void drain_ret_cb(void *arg, int result, const Ramster__Peer__Msg *reply,
 			r->drain.orphans++; /* the owner does not want this copy (or it is bad) */
 	} else if (result != -ECANCELED) {
 		r->drain.failed++;
-		r->drain.pause_until = ev_now(r->loop) + DRAIN_RETRY_MS / 1000.0;
+		r->drain.pause_until_ns = clock_now_ns() + DRAIN_RETRY_MS * 1000000ull;
 	}
 	r->drain.busy_used[d->slot] = false;
 	r->drain.inflight--;
@@ -105,7 +105,7 @@ static void drain_tick(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct remote *r = container_of(w, struct remote, drain.timer);
 
-	if (r->drain.inflight < DRAIN_INFLIGHT && ev_now(loop) >= r->drain.pause_until)
+	if (r->drain.inflight < DRAIN_INFLIGHT && clock_now_ns() >= r->drain.pause_until_ns)
 		foreign_walk(r->fs, drain_visit, r);
 }
 

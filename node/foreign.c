@@ -8,6 +8,7 @@
  * charge of every record is bounded and flushes walk only what they remove.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -263,7 +264,7 @@ static void page_free(struct foreign *f, struct foreign_page *p)
 	ow->pages--;
 	f->bytes -= p->len;
 	f->used -= foreign_page_charge(p->len);
-	arena_free(ow->arena, p, sizeof(*p) + p->len);
+	arena_free(ow->arena, p, offsetof(struct foreign_page, data) + p->len);
 }
 
 /* The owner has no page left: its memory goes (its chunks withdrawn first). */
@@ -374,6 +375,11 @@ void foreign_destroy(struct foreign *f)
 	free(f);
 }
 
+void foreign_set_budget(struct foreign *f, uint64_t budget)
+{
+	f->budget = budget;
+}
+
 void foreign_set_hooks(struct foreign *f, const struct arena_hooks *hooks, void *arg)
 {
 	f->hooks = *hooks;
@@ -432,7 +438,7 @@ int foreign_put_at(struct foreign *f, const struct foreign_key *k, bool pers, co
 	ow = &f->owners[k->owner];
 	if (!ow->arena)
 		ow->arena = arena_create(&f->hooks, f->hooks_arg, k->owner);
-	p = arena_alloc(ow->arena, sizeof(*p) + len);
+	p = arena_alloc(ow->arena, offsetof(struct foreign_page, data) + len);
 	if (!p)
 		goto nomem;
 	if (!o) {
@@ -476,7 +482,7 @@ int foreign_put_at(struct foreign *f, const struct foreign_key *k, bool pers, co
 free_pool:
 	free(new_pool);
 free_page:
-	arena_free(ow->arena, p, sizeof(*p) + len);
+	arena_free(ow->arena, p, offsetof(struct foreign_page, data) + len);
 nomem:
 	owner_trim(f, k->owner);
 	return -ENOMEM;
@@ -609,6 +615,30 @@ bool foreign_walk(struct foreign *f,
 
 /* ---- stats -------------------------------------------------------------- */
 
+/*
+ * What the store holds in RAM: every owner's arena chunks (page data, the page
+ * records beside it, the 16-byte class rounding, freed blocks kept for reuse
+ * and chunk tails), the two hash tables, and the object and pool records.
+ */
+static uint64_t foreign_ram(const struct foreign *f)
+{
+	uint64_t ram = sizeof(*f), pools = 0;
+	const struct list_head *h, *l;
+	size_t i;
+
+	for (i = 1; i <= CONFIG_NODES_MAX; i++) {
+		if (f->owners[i].arena)
+			ram += arena_chunks(f->owners[i].arena) *
+			       (uint64_t)(ARENA_CHUNK + sizeof(void *));
+		h = &f->owners[i].pools;
+		for (l = h->next; l && l != h; l = l->next)
+			pools++;
+	}
+	ram += (f->pages.mask + 1 + f->objs.mask + 1) * sizeof(struct foreign_hnode *);
+	ram += f->objs.count * sizeof(struct foreign_obj) + pools * sizeof(struct foreign_pool);
+	return ram;
+}
+
 void foreign_get_stats(const struct foreign *f, struct foreign_stats *s)
 {
 	s->pages = f->pages.count;
@@ -621,6 +651,7 @@ void foreign_get_stats(const struct foreign *f, struct foreign_stats *s)
 	s->flushes = f->flushes;
 	s->refused_full = f->refused_full;
 	s->dropped = f->dropped;
+	s->ram = foreign_ram(f);
 }
 
 uint64_t foreign_owner_pages(const struct foreign *f, uint32_t owner)

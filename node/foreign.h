@@ -27,6 +27,10 @@ struct arena_hooks;
 struct foreign *foreign_create(uint64_t budget);
 void foreign_destroy(struct foreign *f); /* NULL ok */
 
+/* Change the budget (a reload's donate_mb). Pages already held stay; below
+ * the new budget they only stop new ones coming in. */
+void foreign_set_budget(struct foreign *f, uint64_t budget);
+
 /*
  * Keep len (1..4096) bytes of data with its checksum for key, replacing any
  * page already there. @return 0; -ENOSPC when the budget cannot take it (the
@@ -86,6 +90,8 @@ struct foreign_stats {
 	uint64_t pages;          /* pages held now */
 	uint64_t bytes;          /* compressed bytes held */
 	uint64_t used;           /* bytes charged to the budget (data + overhead) */
+	uint64_t ram;            /* RAM it holds: arena chunks (data, page records, slack),
+				  * hash tables, object and pool records */
 	uint64_t budget;
 	uint64_t puts, gets, hits, flushes, refused_full, dropped;
 };

@@ -269,7 +269,7 @@ static int link_on_frame(struct cluster_link *l, const Ramster__Peer__Msg *m,
 			    cluster_op_name(m->op));
 		return CONN_CLOSED;
 	}
-	p->last_rx = ev_now(c->loop);
+	p->last_rx_ns = clock_now_ns(); /* monotonic: wall-clock steps change nothing */
 	switch (m->op) {
 	case RAMSTER__PEER__OP__P_HEARTBEAT:
 		peer_on_heartbeat(p, m->heartbeat);

@@ -3,17 +3,22 @@
  *
  * One line a call, written with a single write(2) so lines from different
  * threads never interleave. Warnings and errors carry the file:line that
- * logged them. Under systemd (JOURNAL_STREAM set) lines carry a "<N>"
- * priority prefix instead of a timestamp. Hot paths count; they do not log.
+ * logged them. When stderr is the journal ($JOURNAL_STREAM names it), each
+ * line is a native journal entry instead (sd_journal_send: PRIORITY,
+ * CODE_FILE, CODE_LINE, RAMSTER_NODE), or, if that cannot be sent, a stderr
+ * line with a "<N>" priority prefix. Hot paths count; they do not log.
  */
 #ifndef RAMSTER_NODE_LOG_H
 #define RAMSTER_NODE_LOG_H
 
 enum log_level { LOG_DEBUG = 0, LOG_INFO, LOG_NOTICE, LOG_WARN, LOG_ERROR };
 
-/* Lines below level are dropped. Default LOG_INFO. Call before threads start. */
+/* Lines below level are dropped. Default LOG_INFO. Any thread (a reload changes it). */
 void log_set_level(enum log_level level);
 enum log_level log_get_level(void);
+
+/* The node's name, for the RAMSTER_NODE field of journal entries. */
+void log_set_node(const char *name);
 
 /* @return the level named s ("debug", "info", "notice", "warn", "error"), or -EINVAL. */
 int log_level_parse(const char *s);

@@ -25,9 +25,12 @@
 #include "node/client.h"
 #include "node/config.h"
 #include "node/log.h"
+#include "node/metrics.h"
 #include "node/nbd.h"
+#include "node/notify.h"
 #include "node/pools.h"
 #include "node/users.h"
+#include "node/reload.h"
 #include "node/spin.h"
 #include "node/stats.h"
 #include "node/store.h"
@@ -171,18 +174,29 @@ struct main_node {
 	struct client_listener *listener;
 	struct nbd *nbd; /* the NBD frontend, or NULL without exports */
 	struct spin *spin; /* the loop's busy polling */
+	struct metrics *metrics; /* the Prometheus endpoint, or NULL */
+	struct reload *reload;   /* SIGHUP and OP_RELOAD, or NULL without a file */
 	struct client_env env;
 };
 
 static void main_stop_cb(struct ev_loop *loop, ev_signal *w, int revents)
 {
 	log_notice("%s received, stopping", w->signum == SIGTERM ? "SIGTERM" : "SIGINT");
+	notify_stopping(); /* STOPPING=1 to systemd */
 	spin_break(ev_userdata(loop)); /* the loop's driver (spin_create) */
 }
 
 static void main_hup_cb(struct ev_loop *loop, ev_signal *w, int revents)
 {
-	log_notice("SIGHUP ignored: the configuration is read only at start");
+	struct reload *rl = w->data;
+	struct reload_result res;
+
+	if (!rl) {
+		log_notice("SIGHUP ignored: the node runs without a cluster file (--config)");
+		return;
+	}
+	log_notice("SIGHUP received: reloading the cluster file");
+	reload_run(rl, &res); /* logs what it did */
 }
 
 #ifndef PR_SET_IO_FLUSHER
@@ -262,6 +276,9 @@ int main(int argc, char **argv)
 		}
 	}
 
+	if (o.log_level < 0 && self && self->log_level >= 0)
+		log_set_level((enum log_level)self->log_level); /* the file's log_level */
+
 	if (o.socket)
 		socket_path = o.socket;
 	else if (self && self->socket[0])
@@ -279,7 +296,13 @@ int main(int argc, char **argv)
 	zc.pers_max_frac = cfg.pers_max_frac;
 	zc.pers_mean_max_frac = cfg.pers_mean_max_frac;
 	zc.pers_mean_limit_frac = cfg.pers_mean_limit_frac;
+	if (self) {
+		zc.allocator = (enum zalloc_kind)self->allocator;
+		zc.compressor = (enum compress_algo)self->compressor;
+	}
 
+	log_set_node(name);
+	notify_status("starting node %s", name);
 	if (o.config)
 		config_shown = realpath(o.config, config_abs) ? config_abs : cfg.path;
 
@@ -353,9 +376,27 @@ int main(int argc, char **argv)
 		log_notice("NBD: %zu export%s on %s", cfg.n_exports, cfg.n_exports == 1 ? "" : "s",
 			   nbd_describe(n.nbd));
 	}
+	if (self && self->metrics_listen[0]) {
+		n.metrics = metrics_create(&n.env, self->metrics_listen, err, sizeof(err));
+		if (!n.metrics) {
+			log_error("%s", err);
+			goto stop_nbd;
+		}
+		n.env.metrics = n.metrics;
+		log_notice("metrics: http://%s/metrics", self->metrics_listen);
+	}
+	if (o.config) {
+		n.reload = reload_create(config_shown, name, &cfg, o.log_level >= 0, n.remote);
+		if (!n.reload) {
+			log_error("cannot set up reloading: %s", strerror(ENOMEM));
+			goto stop_metrics;
+		}
+		n.env.reload = n.reload;
+	}
 	ev_signal_init(&n.sigterm, main_stop_cb, SIGTERM);
 	ev_signal_init(&n.sigint, main_stop_cb, SIGINT);
 	ev_signal_init(&n.sighup, main_hup_cb, SIGHUP);
+	n.sighup.data = n.reload;
 	ev_signal_start(n.loop, &n.sigterm);
 	ev_signal_start(n.loop, &n.sigint);
 	ev_signal_start(n.loop, &n.sighup);
@@ -373,16 +414,24 @@ int main(int argc, char **argv)
 	log_notice("ramsterd %s node %s listening on %s (local_mb %llu)", RAMSTER_VERSION, name,
 		   socket_path, (unsigned long long)zc.local_mb);
 
+	notify_ready(&n.env, cfg.cluster_name); /* READY=1, the watchdog's timer */
 	spin_run(n.spin);
 
 	/* ---- stop, in reverse ---- */
 	status = 0;
+	notify_stop();
 	n.env.spin = NULL;
 	spin_destroy(n.spin);
 stop_signals:
 	ev_signal_stop(n.loop, &n.sighup);
 	ev_signal_stop(n.loop, &n.sigint);
 	ev_signal_stop(n.loop, &n.sigterm);
+	n.env.reload = NULL;
+	reload_destroy(n.reload);
+stop_metrics:
+	n.env.metrics = NULL;
+	metrics_destroy(n.metrics);
+stop_nbd:
 	n.env.nbd = NULL;
 	nbd_destroy(n.nbd);
 close_listener:

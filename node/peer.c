@@ -42,6 +42,8 @@ static void peer_send_heartbeat(struct cluster_peer *p)
 		c->h.donate(c->arg, &hb.donate_free, &hb.donate_total);
 	if (c->h.foreign_pages)
 		hb.foreign_pages = c->h.foreign_pages(c->arg, p->node.id);
+	if (c->h.dropped_session)
+		hb.dropped_session = c->h.dropped_session(c->arg, p->node.id);
 	hb.sent_ns = now;
 	/*
 	 * Echo its sent_ns advanced by the time we held it, so that its RTT
@@ -56,6 +58,8 @@ static void peer_send_heartbeat(struct cluster_peer *p)
 	else
 		c->st.heartbeats_sent++;
 }
+
+static void peer_on_dropped(struct cluster_peer *p, uint64_t session);
 
 void peer_on_heartbeat(struct cluster_peer *p, const Ramster__Peer__Heartbeat *hb)
 {
@@ -73,6 +77,8 @@ void peer_on_heartbeat(struct cluster_peer *p, const Ramster__Peer__Heartbeat *h
 		sample = (double)(now - hb->echo_ns) / 1000.0;
 		p->rtt_us = p->rtt_us > 0 ? p->rtt_us + (sample - p->rtt_us) / 8 : sample;
 	}
+	if (hb->dropped_session)
+		peer_on_dropped(p, hb->dropped_session);
 }
 
 /* Take every pending request off p, then call each back with err. */
@@ -110,55 +116,196 @@ static void peer_drop_link(struct cluster_peer *p, const char *reason)
 }
 
 /*
- * Publish p's liveness and epoch for cluster_alive on any thread: called by
- * the loop after every change of p->state or p->epoch.
+ * Publish p's state and epoch for cluster_alive / cluster_reachable on any
+ * thread: called by the loop after every change of p->state or p->epoch.
  */
 void peer_publish(struct cluster_peer *p)
 {
-	bool alive = p->state == PEER_UP || p->state == PEER_DOWN;
+	bool known = p->state != PEER_NEW;
+	bool reachable = p->state == PEER_UP || p->state == PEER_DOWN;
 
-	atomic_store_explicit(&p->c->live[p->node.id], (uint32_t)(p->epoch & 255) << 1 | alive,
+	atomic_store_explicit(&p->c->live[p->node.id],
+			      (uint32_t)(p->epoch & 255) << 2 | (uint32_t)reachable << 1 | known,
 			      memory_order_release);
 }
 
-static void peer_declare_dead(struct cluster_peer *p, double silent_s)
+/*
+ * Did the loop itself stall just now (a long callback, the whole process
+ * stopped or descheduled)? Then the peers' frames may sit unread in the
+ * socket buffers: their silence is ours. The loop runs at least every
+ * heartbeat_ms (the heartbeat timer); an iteration longer than two of them
+ * and half of dead_after_ms, or one still going, is a stall. (The dead timers
+ * run last in a batch, after the frames read in the same iteration; this
+ * covers what those frames cannot: a loop shared by both ends, frames that
+ * are not read yet.)
+ */
+static uint64_t peer_stall_ns(const struct cluster *c)
+{
+	uint64_t hb = 2ull * c->heartbeat_ms * 1000000u + 20000000u;
+	uint64_t half = (uint64_t)c->dead_after_ms * 500000u;
+
+	/* a stall long enough to make a peer look silent by itself */
+	return hb > half ? hb : half;
+}
+
+static bool peer_loop_stalled(struct cluster *c, uint64_t now)
+{
+	uint64_t window = peer_stall_ns(c);
+
+	if (c->prepare_ns && now - c->prepare_ns > window)
+		return true; /* this very iteration began long ago */
+	return c->stall_end_ns && now - c->stall_end_ns < window;
+}
+
+/* ev_prepare: the loop is about to wait; the iteration that ends here took now - prepare_ns. */
+void cluster_prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+	struct cluster *c = container_of(w, struct cluster, prepare);
+	uint64_t now = clock_now_ns();
+
+	if (c->prepare_ns && now - c->prepare_ns > peer_stall_ns(c))
+		c->stall_end_ns = now;
+	c->prepare_ns = now;
+}
+
+/*
+ * p's copies are gone (a new incarnation, its lease expired, or it dropped
+ * them): our epoch for it moves, so that every descriptor naming the old one
+ * is known lost, and on_peer_down tells the node; pending requests fail.
+ */
+static void peer_gone(struct cluster_peer *p, const char *why)
 {
 	struct cluster *c = p->c;
 
-	p->state = PEER_DEAD;
 	p->epoch++;
 	peer_publish(p);
+	ev_timer_stop(c->loop, &p->lease);
+	if (c->h.on_peer_down)
+		c->h.on_peer_down(c->arg, p->node.id, why);
+	peer_fail_pending(p, -EHOSTDOWN);
+}
+
+/*
+ * p was silent for dead_after_ms: unreachable. Not gone: no epoch change, no
+ * request failed (each waits for its timeout), nothing forgotten; nothing new
+ * is placed there, and its lease runs: orphan_after_ms.
+ */
+static void peer_declare_unreachable(struct cluster_peer *p, double silent_ms)
+{
+	struct cluster *c = p->c;
+
+	p->state = PEER_UNREACHABLE;
+	peer_publish(p);
+	p->unreachable_ns = clock_now_ns();
 	p->deaths++;
 	c->st.peer_deaths++;
 	ev_timer_stop(c->loop, &p->dead);
-	log_notice("peer %s (%u) dead: silent for %.0f ms", p->node.name, p->node.id,
-		   silent_s * 1000.0);
-	peer_drop_link(p, "peer declared dead");
-	p->donate_free = p->donate_total = p->pages_there = 0;
-	if (c->h.on_peer_down)
-		c->h.on_peer_down(c->arg, p->node.id, "silent");
-	peer_fail_pending(p, -EHOSTDOWN);
+	log_notice("peer %s (%u) unreachable: silent for %.0f ms; its pages are kept for "
+		   "orphan_after_ms (%llu ms)",
+		   p->node.name, p->node.id, silent_ms, (unsigned long long)c->orphan_after_ms);
+	peer_drop_link(p, "peer unreachable");
+	p->donate_free = p->donate_total = 0;
+	ev_timer_set(&p->lease, (double)c->orphan_after_ms / 1000.0, 0.);
+	ev_timer_start(c->loop, &p->lease);
+	if (c->h.on_peer_unreachable)
+		c->h.on_peer_unreachable(c->arg, p->node.id);
 	peer_schedule_redial(p);
 }
 
 void peer_dead_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct cluster_peer *p = container_of(w, struct cluster_peer, dead);
-	ev_tstamp now = ev_now(loop), due = p->last_rx + p->c->dead_after_ms / 1000.0;
+	struct cluster *c = p->c;
+	uint64_t now = clock_now_ns(), due = (uint64_t)c->dead_after_ms * 1000000u;
+	uint64_t silent = now - p->last_rx_ns;
 
-	if (due > now + 1e-4) {
+	if (silent < due) {
 		/* a frame came since this was armed */
-		w->repeat = due - now;
+		w->repeat = (double)(due - silent) / 1e9 + 1e-4;
 		ev_timer_again(loop, w);
 		return;
 	}
-	peer_declare_dead(p, now - p->last_rx);
+	if (peer_loop_stalled(c, now)) {
+		/* our own stall: read what waits first, then judge */
+		c->st.dead_checks_deferred++;
+		w->repeat = c->heartbeat_ms / 1000.0;
+		ev_timer_again(loop, w);
+		return;
+	}
+	peer_declare_unreachable(p, (double)silent / 1e6);
+}
+
+/* p stayed unreachable for orphan_after_ms: its lease expired. */
+void peer_lease_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct cluster_peer *p = container_of(w, struct cluster_peer, lease);
+	struct cluster *c = p->c;
+	uint64_t now = clock_now_ns();
+
+	if (p->state != PEER_UNREACHABLE)
+		return;
+	if (peer_loop_stalled(c, now)) {
+		w->repeat = c->heartbeat_ms / 1000.0;
+		ev_timer_again(loop, w);
+		return;
+	}
+	c->st.leases_expired++;
+	log_notice("peer %s (%u): unreachable for %.0f s (orphan_after_ms %llu): its lease "
+		   "expired; the pages it held for us and we for it are forgotten",
+		   p->node.name, p->node.id, (double)(now - p->unreachable_ns) / 1e9,
+		   (unsigned long long)c->orphan_after_ms);
+	p->pages_there = 0;
+	peer_gone(p, "lease expired");
+}
+
+uint64_t cluster_silent_ms(struct cluster *c, uint32_t node)
+{
+	struct cluster_peer *p = c ? cluster_peer(c, node) : NULL;
+
+	if (!p || p->state == PEER_UP || !p->last_rx_ns)
+		return 0;
+	return (clock_now_ns() - p->last_rx_ns) / 1000000u;
+}
+
+void cluster_forget(struct cluster *c, uint32_t node)
+{
+	struct cluster_peer *p = cluster_peer(c, node);
+
+	if (!p || p->state != PEER_UNREACHABLE)
+		return;
+	c->st.leases_expired++;
+	log_notice("peer %s (%u): its lease ends early; the pages it held for us are forgotten",
+		   p->node.name, p->node.id);
+	p->pages_there = 0;
+	peer_gone(p, "lease expired");
+}
+
+/*
+ * A heartbeat of p says it dropped the pages we placed there under session:
+ * if that is our current session with it, they are gone. Reconnect, so that
+ * our next hello announces the new epoch (and p keys new pages by it).
+ */
+static void peer_on_dropped(struct cluster_peer *p, uint64_t session)
+{
+	struct cluster *c = p->c;
+
+	if (session != c->incarnation + p->epoch)
+		return; /* an older session's: already forgotten */
+	c->st.leases_dropped++;
+	log_notice("peer %s (%u) dropped the pages it held for us (its lease of us expired, "
+		   "or it needed the room): they are forgotten",
+		   p->node.name, p->node.id);
+	p->pages_there = 0;
+	peer_gone(p, "it dropped our pages");
+	peer_drop_link(p, "our epoch for it moved");
+	if (p->state == PEER_UP)
+		p->state = PEER_DOWN;
+	peer_schedule_redial(p);
 }
 
 /*
  * A new incarnation of p authenticated: the old one is gone with every page
- * we had there. If we had not declared it dead already, that is a death:
- * epoch up, on_peer_down("restarted"), pending requests fail.
+ * we had there: epoch up, on_peer_down("restarted"), pending requests fail.
  */
 static void peer_restarted(struct cluster_peer *p, uint64_t inc)
 {
@@ -172,15 +319,10 @@ static void peer_restarted(struct cluster_peer *p, uint64_t inc)
 	p->rtt_us = 0;
 	p->backoff_ms = CLUSTER_BACKOFF_MIN_MS;
 	peer_drop_link(p, "peer restarted");
-	if (p->state == PEER_DEAD)
-		return;
 	p->state = PEER_DOWN;
-	p->epoch++;
-	peer_publish(p);
-	p->last_rx = ev_now(c->loop); /* the new incarnation spoke */
-	if (c->h.on_peer_down)
-		c->h.on_peer_down(c->arg, p->node.id, "restarted");
-	peer_fail_pending(p, -EHOSTDOWN);
+	p->unreachable_ns = 0;
+	p->last_rx_ns = clock_now_ns(); /* the new incarnation spoke */
+	peer_gone(p, "restarted");
 }
 
 /*
@@ -216,6 +358,15 @@ int link_up(struct cluster_link *l)
 			 old->addr, l->addr);
 		transport_close(old->conn, "replaced by a newer link");
 	}
+	if (p->state == PEER_UNREACHABLE) {
+		/* the same incarnation: everything it held is there again */
+		c->st.peer_returns++;
+		log_notice("peer %s (%u) back after %.1f s unreachable, same incarnation: "
+			   "nothing lost",
+			   p->node.name, p->node.id, (double)(clock_now_ns() - p->unreachable_ns) / 1e9);
+	}
+	p->unreachable_ns = 0;
+	ev_timer_stop(c->loop, &p->lease);
 	p->their_epoch = l->their_epoch;
 	p->state = PEER_UP;
 	peer_publish(p);
@@ -223,7 +374,7 @@ int link_up(struct cluster_link *l)
 	p->auto_dials = 0;
 	p->backoff_ms = CLUSTER_BACKOFF_MIN_MS;
 	ev_timer_stop(c->loop, &p->redial);
-	p->last_rx = ev_now(c->loop);
+	p->last_rx_ns = clock_now_ns();
 	p->dead.repeat = c->dead_after_ms / 1000.0;
 	ev_timer_again(c->loop, &p->dead);
 	p->echo_sent_ns = p->echo_rx_ns = 0;
@@ -399,3 +550,71 @@ int cluster_read(struct cluster *c, uint32_t node, uint32_t gen, uint64_t raddr,
 	return tconn_read(t, raddr, rkey, len, cb, arg);
 }
 
+
+/* ---- a reload's changes to the cluster file (node/reload.c) ----------------------------- */
+
+/* Set up a zeroed p for node (cluster_create, cluster_add_node). */
+void peer_init(struct cluster *c, struct cluster_peer *p, const struct config_node *node,
+	       uint32_t self)
+{
+	p->c = c;
+	p->node = *node;
+	p->dialer = node->id > self;
+	p->backoff_ms = CLUSTER_BACKOFF_MIN_MS;
+	ev_timer_init(&p->redial, peer_redial_cb, 0., 0.);
+	ev_init(&p->dead, peer_dead_cb);
+	/* last in a batch: the frames read in the same loop iteration count */
+	ev_set_priority(&p->dead, EV_MINPRI);
+	ev_init(&p->lease, peer_lease_cb);
+	ev_timer_init(&p->backlog, peer_backlog_cb, CLUSTER_BACKLOG_S, 0.);
+}
+
+/* A node added to the cluster file. */
+int cluster_add_node(struct cluster *c, const struct config_node *node)
+{
+	struct cluster_peer *p;
+
+	if (node->id == 0 || node->id > CONFIG_NODES_MAX || node->id == c->self.id)
+		return -EINVAL;
+	if (c->by_id[node->id])
+		return -EEXIST;
+	if (c->n_peers >= CONFIG_NODES_MAX)
+		return -ENOSPC; /* removed peers keep their slots until a restart */
+	p = &c->peers[c->n_peers];
+	memset(p, 0, sizeof(*p));
+	peer_init(c, p, node, c->self.id);
+	c->by_id[node->id] = p;
+	c->n_peers++;
+	log_notice("cluster %s: node %s (%u) at %s:%u added%s", c->name, node->name, node->id,
+		   node->host, (unsigned)node->port, p->dialer ? ", dialing it" : ", waiting for it");
+	if (p->dialer)
+		peer_dial(p);
+	return 0;
+}
+
+/* A node removed from the cluster file: refused while it holds our pages. */
+int cluster_remove_node(struct cluster *c, uint32_t id)
+{
+	struct cluster_peer *p = cluster_peer(c, id);
+
+	if (!p)
+		return -ENOENT;
+	if (p->pages_there)
+		return -EBUSY; /* drain it first: its copies of our pages would go */
+	log_notice("cluster %s: node %s (%u) removed", c->name, p->node.name, p->node.id);
+	p->dialer = false; /* never dialed again; its hellos name no peer of ours */
+	ev_timer_stop(c->loop, &p->redial);
+	ev_timer_stop(c->loop, &p->dead);
+	ev_timer_stop(c->loop, &p->backlog);
+	ev_timer_stop(c->loop, &p->lease);
+	peer_drop_link(p, "node removed from the cluster file");
+	if (p->state != PEER_NEW)
+		peer_gone(p, "removed"); /* its session ends: epoch, on_peer_down, requests */
+	else
+		peer_fail_pending(p, -EHOSTDOWN);
+	p->state = PEER_NEW; /* not known any more: alive in no epoch */
+	peer_publish(p);
+	c->by_id[id] = NULL;
+	c->n_removed++;
+	return 0;
+}

@@ -182,10 +182,8 @@ int cluster_request(struct cluster *c, uint32_t node, Ramster__Peer__Msg *m, con
 	p = cluster_peer(c, node);
 	if (!p)
 		return -ENOENT;
-	if (p->state == PEER_DEAD) {
-		c->st.requests_failed_dead++;
-		return -EHOSTDOWN;
-	}
+	/* an unreachable peer is not gone: the request waits for its link, within
+	 * its timeout (placements never ask one: cluster_pick skips it) */
 	if (!cluster_op_is_request(m->op)) {
 		c->st.requests_invalid++;
 		return -EINVAL;

@@ -39,6 +39,59 @@ void remote_page_init(Ramster__Peer__Page *pg, const struct tmem_handle *h, unsi
 
 static void flush_send(struct rflush *f);
 
+/* Keep f for node's return (it is unreachable). */
+static void flog_add(struct remote *r, struct rflush *f)
+{
+	struct flog *l = &r->flog[f->node];
+
+	f->item.next = NULL;
+	if (l->tail)
+		l->tail->item.next = &f->item;
+	else
+		l->head = f;
+	l->tail = f;
+	l->n++;
+	r->flushes_logged++;
+	if (l->n == FLOG_MAX) {
+		/* too much changed while it was away: give its copies up, they are found lost */
+		r->flush_log_overflows++;
+		log_warn("node %u: %u flushes owed while it is unreachable: giving its copies up",
+			 f->node, FLOG_MAX);
+		cluster_forget(r->cl, f->node);
+	}
+}
+
+/* Forget the flushes owed to node: its copies are gone. */
+static void flog_forget(struct remote *r, uint32_t node)
+{
+	struct flog *l = &r->flog[node];
+	struct rflush *f = l->head, *next;
+
+	for (; f; f = next) {
+		next = (struct rflush *)f->item.next;
+		r->flushes_forgotten++;
+		free(f);
+	}
+	*l = (struct flog){ 0 };
+}
+
+/* node is back with the same incarnation: send what it is owed, in order. */
+static void flog_replay(struct remote *r, uint32_t node)
+{
+	struct flog *l = &r->flog[node];
+	struct rflush *f = l->head, *next;
+
+	*l = (struct flog){ 0 };
+	if (f)
+		log_info("node %u is back: sending the flushes it missed", node);
+	for (; f; f = next) {
+		next = (struct rflush *)f->item.next;
+		r->flushes_replayed++;
+		f->attempts = 0;
+		flush_send(f);
+	}
+}
+
 static void flush_cb(void *arg, int result, const Ramster__Peer__Msg *reply, const uint8_t *payload,
 		     size_t plen)
 {
@@ -50,8 +103,8 @@ static void flush_cb(void *arg, int result, const Ramster__Peer__Msg *reply, con
 		flush_send(f);
 		return;
 	}
-	if (result == -EHOSTDOWN || result == -ECANCELED)
-		atomic_fetch_add(&r->flushes_dropped, 1); /* a dead holder's pages are gone with it */
+	if (result == -EHOSTDOWN || result == -ECANCELED || result == -ETIMEDOUT)
+		atomic_fetch_add(&r->flushes_dropped, 1); /* its copies are gone with it */
 	free(f);
 }
 
@@ -60,7 +113,13 @@ static void flush_send(struct rflush *f)
 	struct remote *r = f->r;
 	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
 	Ramster__Peer__Page pg;
+	unsigned epoch = cluster_epoch(r->cl, f->node);
 
+	if (!r->closing && cluster_alive(r->cl, f->node, epoch) &&
+	    !cluster_reachable(r->cl, f->node, epoch)) {
+		flog_add(r, f); /* unreachable: owed until it comes back */
+		return;
+	}
 	remote_page_init(&pg, &f->h, 0, 0);
 	m.op = f->op;
 	m.page = &pg;
@@ -71,6 +130,21 @@ static void flush_send(struct rflush *f)
 		return;
 	}
 	r->flushes_sent++;
+}
+
+void remote_flush_now(struct remote *r, uint32_t node, int op, const struct tmem_handle *h)
+{
+	struct rflush *f = calloc(1, sizeof(*f));
+
+	if (!f) {
+		atomic_fetch_add(&r->flushes_dropped, 1);
+		return;
+	}
+	f->r = r;
+	f->node = node;
+	f->op = op;
+	f->h = *h;
+	flush_send(f);
 }
 
 /* Queue a flush; any thread, any lock held (tmem calls this under a bucket lock). */
@@ -183,9 +257,20 @@ int remote_copy_send(struct remote *r, const struct tmem_handle *h, bool pers, c
 static void on_peer_up(void *arg, uint32_t node, uint64_t session)
 {
 	struct remote *r = arg;
+	struct owner_lease *o = &r->owner[node];
 	uint64_t n = foreign_drop_owner(r->fs, node, session);
 	struct replica_usage u;
 
+	if (o->down_since_ns)
+		log_info("node %u back after %.1f s unreachable: its %llu pages here kept", node,
+			 (double)(clock_now_ns() - o->down_since_ns) / 1e9,
+			 (unsigned long long)foreign_owner_pages(r->fs, node));
+	o->down_since_ns = 0;
+	o->session = session;
+	if (o->dropped && o->dropped != session)
+		o->dropped = 0; /* it moved to a new session: it knows */
+	/* what it missed while unreachable (same incarnation: else the log is gone) */
+	flog_replay(r, node);
 	/* its pages kept under this session: readable over the new link (if rdma) */
 	serve_register_chunks(r, node);
 	/* a new target for pages below their replica count */
@@ -200,24 +285,63 @@ static void on_peer_up(void *arg, uint32_t node, uint64_t session)
 	}
 }
 
-static void on_peer_down(void *arg, uint32_t node, const char *why)
+/* Silent past dead_after_ms: nothing is forgotten, on either side. */
+static void on_peer_unreachable(void *arg, uint32_t node)
 {
 	struct remote *r = arg;
-	/* Our session with it is over: it will not ask for these pages again
-	 * (a new link starts a new session, see cluster.h). */
-	uint64_t n = foreign_drop_owner(r->fs, node, 0);
+	uint64_t n;
 
-	r->owner_drops += n;
-	if (n)
-		log_notice("dropped %llu pages held for node %u (%s)", (unsigned long long)n, node,
-			   why);
-	/* and its copies of our pages are gone: make them again elsewhere */
+	/* as a holder: its pages stay, on a lease of orphan_after_ms */
+	r->owner[node].down_since_ns = clock_now_ns();
+	/* as an owner: pages with copies elsewhere get a new copy in place of this
+	 * one (its old copy is trimmed by a flush when it comes back); pages whose
+	 * only copy is there wait for it */
 	n = replica_mark_holder(zcache_replicas(r->z), node);
 	if (n) {
-		log_notice("%llu pages had a copy on node %u: re-replicating them",
+		log_notice("%llu pages had a copy on unreachable node %u: copying them elsewhere",
 			   (unsigned long long)n, node);
 		repair_kick(r);
 	}
+}
+
+/* Its copies are gone: it restarted, its lease expired, or it dropped our pages. */
+static void on_peer_down(void *arg, uint32_t node, const char *why)
+{
+	struct remote *r = arg;
+	struct owner_lease *o = &r->owner[node];
+	bool it_dropped = !strcmp(why, "it dropped our pages");
+	uint64_t n = 0;
+
+	/* as a holder: a restarted owner's index is gone, an expired lease ends ours */
+	if (!it_dropped) {
+		n = foreign_drop_owner(r->fs, node, 0);
+		if (!strcmp(why, "lease expired")) {
+			r->orphans_expired += n;
+			if (o->session)
+				o->dropped = o->session; /* tell it, should it come back */
+		} else {
+			r->owner_drops += n;
+		}
+		if (n)
+			log_notice("dropped %llu pages held for node %u (%s)",
+				   (unsigned long long)n, node, why);
+		o->down_since_ns = 0;
+	}
+	/* as an owner: nothing owed to copies that are gone; remake them elsewhere */
+	flog_forget(r, node);
+	n = replica_mark_holder(zcache_replicas(r->z), node);
+	if (n) {
+		log_notice("%llu pages had a copy on node %u (%s): re-replicating them",
+			   (unsigned long long)n, node, why);
+		repair_kick(r);
+	}
+}
+
+static uint64_t on_dropped_session(void *arg, uint32_t node)
+{
+	struct remote *r = arg;
+
+	return r->owner[node].dropped;
 }
 
 static void on_donate(void *arg, uint64_t *free_bytes, uint64_t *total)
@@ -241,6 +365,8 @@ static const struct cluster_handlers remote_handlers = {
 	.on_request = serve_request,
 	.on_peer_up = on_peer_up,
 	.on_peer_down = on_peer_down,
+	.on_peer_unreachable = on_peer_unreachable,
+	.dropped_session = on_dropped_session,
 	.donate = on_donate,
 	.foreign_pages = on_foreign_pages,
 };
@@ -318,6 +444,8 @@ void remote_destroy(struct remote *r)
 	/* In-flight requests are cancelled (their callbacks finish the frames). */
 	cluster_destroy(r->cl);
 	r->cl = NULL;
+	for (uint32_t n = 1; n <= 64; n++)
+		flog_forget(r, n);
 	list = handoff_fini(&r->flushes);
 	while (list) {
 		struct handoff_item *next = list->next;
@@ -330,6 +458,28 @@ void remote_destroy(struct remote *r)
 	foreign_destroy(r->fs);
 	free(r);
 }
+
+/* ---- reload hook (node/reload.c) ---- */
+void remote_set_tunables(struct remote *r, const struct config *cfg,
+			 const struct config_node *self)
+{
+	struct zcache_stats zs;
+
+	pthread_mutex_lock(&r->th.lock); /* the remotify thread reads these under it */
+	r->high = cfg->high_watermark_pct;
+	r->low = cfg->low_watermark_pct;
+	r->rem_eph = cfg->remotify_ephemeral;
+	r->rem_pers = cfg->remotify_persistent;
+	pthread_cond_signal(&r->th.cond);
+	pthread_mutex_unlock(&r->th.lock);
+	r->replicas = cfg->replicas ? cfg->replicas : 1;
+	r->repair.rate = cfg->rereplicate_rate ? cfg->rereplicate_rate : 2000;
+	r->timeout_ms = cfg->request_timeout_ms ? cfg->request_timeout_ms : cfg->dead_after_ms;
+	zcache_get_stats(r->z, &zs);
+	zcache_set_home_limit(r->z, zs.budget_frames * r->low / 100);
+	foreign_set_budget(r->fs, self->donate_mb * 1024 * 1024);
+}
+/* ---- end of the reload hook ---- */
 
 struct cluster *remote_cluster(struct remote *r)
 {
@@ -363,6 +513,7 @@ void remote_foreach_stat(struct remote *r,
 	R(get_hits, "repatriated pages returned");
 	R(get_lost, "persistent remote pages lost (-EIO)");
 	R(get_misses, "ephemeral remote pages missing");
+	R(get_unreachable, "gets that found their holder unreachable past request_timeout_ms (that call failed, the page kept)");
 	R(flushes_sent, "remote flushes sent (page, object, pool)");
 	R(flush_retries, "remote flushes resent after a timeout");
 	fn(arg, "remote_flushes_dropped", atomic_load(&r->flushes_dropped),
@@ -383,6 +534,15 @@ void remote_foreach_stat(struct remote *r,
 	R(rdma_read_fallbacks, "one-sided reads that failed or read other bytes (asked by message)");
 	R(rdma_chunks, "foreign store chunks registered on rdma links for peers' reads");
 	R(rdma_chunk_errors, "foreign store chunks that could not be registered (no reads there)");
+	R(flushes_logged, "flushes owed to unreachable holders, kept for their return");
+	R(flushes_replayed, "owed flushes sent when the holder came back");
+	R(flushes_forgotten, "owed flushes forgotten: the holder's copies were gone");
+	R(flush_log_overflows, "holders given up: too many flushes owed while unreachable");
+	R(unanswered_puts_flushed, "copies flushed: their put timed out (the holder may keep one)");
+	R(copies_trimmed, "copies on an unreachable holder flushed: re-made elsewhere meanwhile");
+	R(orphans_expired, "pages held for a peer dropped: unreachable past orphan_after_ms");
+	R(orphans_reclaimed, "pages held for an unreachable peer dropped: room was needed");
+	R(orphan_reclaims, "unreachable owners whose pages were reclaimed for room");
 	fn(arg, "remote_returns_served", r->drain.returns_served,
 	   "copies a draining peer handed back, placed elsewhere");
 	fn(arg, "remote_returns_refused", r->drain.returns_refused,
@@ -424,6 +584,7 @@ void remote_foreach_stat(struct remote *r,
 	fn(arg, "foreign_pages", fs.pages, "pages held for peers now");
 	fn(arg, "foreign_bytes", fs.bytes, "their compressed bytes");
 	fn(arg, "foreign_used", fs.used, "bytes charged to donate_mb");
+	fn(arg, "foreign_ram", fs.ram, "RAM the foreign store holds (data, records, arena slack)");
 	fn(arg, "foreign_budget", fs.budget, "donate_mb in bytes");
 	fn(arg, "foreign_refused_full", fs.refused_full, "peer pages refused: donate_mb full");
 	fn(arg, "foreign_dropped", fs.dropped, "peer pages dropped with their owner's session");

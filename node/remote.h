@@ -70,6 +70,15 @@ int remote_drain(struct remote *r, bool on);
 /* The same, relayed to peer node (P_DRAIN). cb(arg, 0 or -errno) runs once, on the loop. */
 void remote_drain_peer(struct remote *r, uint32_t node, bool on, remote_get_fn cb, void *arg);
 
+/*
+ * A reload (node/reload.c): take cfg's run-time tunables - high and low
+ * watermarks, replicas (for pages placed from now on), rereplicate_rate,
+ * remotify_ephemeral/persistent, request_timeout_ms - and self's donate_mb.
+ * Loop thread.
+ */
+void remote_set_tunables(struct remote *r, const struct config *cfg,
+			 const struct config_node *self);
+
 /* The cluster (for peers listings). */
 struct cluster *remote_cluster(struct remote *r);
 

@@ -63,7 +63,7 @@ struct rjob {
 	struct handoff_item item; /* first */
 	struct remote *r;
 	struct zcache_out out;
-	struct rpage pg[2];
+	struct rpage pg[ZCACHE_OUT_MAX]; /* a zbud frame has 2, a zdense block up to 128 */
 	unsigned pending;   /* pages not finished */
 	bool placed;        /* at least one page moved */
 };
@@ -103,6 +103,26 @@ struct rflush {
 	unsigned attempts;
 };
 
+/*
+ * The flushes owed to one holder while it is unreachable (remote.c): sent in
+ * order when it comes back with the same incarnation, forgotten when its
+ * copies are gone (restart, lease). Loop only. Longer than FLOG_MAX: the
+ * holder's copies are given up (its lease ends early): better than a leak
+ * nobody could find.
+ */
+#define FLOG_MAX (1u << 20)
+struct flog {
+	struct rflush *head, *tail;
+	uint64_t n;
+};
+
+/* What this node knows of each peer as an owner of pages held here. Loop only. */
+struct owner_lease {
+	uint64_t session;       /* the session its pages are held under (on_peer_up) */
+	uint64_t down_since_ns; /* unreachable since (clock_now_ns); 0 when not */
+	uint64_t dropped;       /* a session whose pages we dropped on our own; 0 none */
+};
+
 /* ---- repatriate (repatriate.c) ------------------------------------------------------ */
 
 /* One get of a remote page. Loop only. */
@@ -116,6 +136,7 @@ struct rget {
 	unsigned n_order, next;
 	bool by_message;             /* a one-sided read failed: ask the same holder again */
 	unsigned attempt_ms;         /* each asked within this */
+	int failed;                  /* why a holder was passed over (-ETIMEDOUT: unreachable) */
 	void *page;
 	remote_get_fn cb;
 	void *arg;
@@ -141,7 +162,7 @@ struct remote_repair {
 struct remote_drain {
 	ev_timer timer;
 	bool on;
-	ev_tstamp pause_until;   /* a hand-back failed: wait before the next */
+	uint64_t pause_until_ns; /* a hand-back failed: wait before the next (clock_now_ns) */
 	unsigned inflight;
 	struct foreign_key busy[DRAIN_INFLIGHT];
 	bool busy_used[DRAIN_INFLIGHT];
@@ -152,7 +173,7 @@ struct remote_drain {
 /* ---- the remote side ------------------------------------------------------------------ */
 
 struct remote {
-	/* set at creation, read-only after: any thread */
+	/* set at creation (a reload changes some: see each) */
 	struct ev_loop *loop;
 	struct zcache *z;
 	struct tmem *t;
@@ -160,9 +181,9 @@ struct remote {
 	struct foreign *fs;
 	uint32_t self;
 	unsigned timeout_ms;
-	unsigned high, low;
-	bool rem_eph, rem_pers;
-	unsigned replicas;          /* copies of a persistent page */
+	unsigned high, low;         /* shared, under th.lock: a reload changes them */
+	bool rem_eph, rem_pers;     /* shared, under th.lock: a reload changes them */
+	unsigned replicas;          /* copies of a persistent page (loop only) */
 	bool rdma_read;             /* use the read keys holders name (RAMSTER_RDMA_READ=0: no) */
 
 	struct remotify_ctl th;     /* shared, under th.lock */
@@ -170,12 +191,14 @@ struct remote {
 	struct handoff flushes;     /* flushes queued under bucket locks (its own leaf lock) */
 
 	struct room_wait *waiters;  /* loop only */
+	struct flog flog[65];       /* loop only: per holder id */
+	struct owner_lease owner[65]; /* loop only: per owner id */
 	bool closing;               /* loop only: remote_destroy, no new requests from callbacks */
 
 	/* counters: loop only */
 	uint64_t frames_done, frames_partial;
 	uint64_t pages_sent, pages_placed, pages_failed, retries, no_target, stale_flushes;
-	uint64_t gets, get_hits, get_lost, get_misses;
+	uint64_t gets, get_hits, get_lost, get_misses, get_unreachable;
 	uint64_t flushes_sent, flush_retries;
 	atomic_uint_fast64_t flushes_dropped; /* also bumped by flush_queue on any thread */
 	uint64_t served_puts, served_puts_refused, served_checksum_errors, served_gets,
@@ -184,6 +207,9 @@ struct remote {
 	uint64_t pings, served_echoes;
 	uint64_t copies_placed, partial_flushes, get_fallovers;
 	uint64_t rdma_reads, rdma_read_fallbacks, rdma_chunks, rdma_chunk_errors;
+	uint64_t flushes_logged, flushes_replayed, flushes_forgotten, flush_log_overflows;
+	uint64_t unanswered_puts_flushed, copies_trimmed;
+	uint64_t orphans_expired, orphans_reclaimed, orphan_reclaims;
 
 	struct remote_repair repair; /* loop only */
 	struct remote_drain drain;   /* loop only */
@@ -196,6 +222,8 @@ void remote_page_init(Ramster__Peer__Page *pg, const struct tmem_handle *h, unsi
 		      uint32_t checksum);
 /* Queue a flush of h on node: any thread, any lock held (tmem's hooks). */
 void remote_flush_queue(struct remote *r, uint32_t node, int op, const struct tmem_handle *h);
+/* Send (or log, the holder being unreachable) a flush now: loop only. */
+void remote_flush_now(struct remote *r, uint32_t node, int op, const struct tmem_handle *h);
 /*
  * Send len bytes of h's page to a peer not in *exclude (cluster_pick); a peer
  * that cannot be asked joins *exclude and the next is tried while *tries <
@@ -232,6 +260,12 @@ void drain_return_serve(struct remote *r, uint32_t node, const Ramster__Peer__Ms
 extern const struct arena_hooks serve_arena_hooks;
 void serve_request(void *arg, uint32_t node, uint64_t session, const Ramster__Peer__Msg *m,
 		   const uint8_t *payload, size_t plen);
+/*
+ * The foreign store is full: drop the pages of the owner unreachable the
+ * longest (not except), telling it by heartbeat. @return pages dropped, 0
+ * when no owner is unreachable.
+ */
+uint64_t serve_reclaim_orphans(struct remote *r, uint32_t except);
 /* Register owner's chunks on its (new) link. */
 void serve_register_chunks(struct remote *r, uint32_t owner);
 

@@ -222,6 +222,12 @@ static void put_cb(void *arg, int result, const Ramster__Peer__Msg *reply, const
 		job_page_done(job);
 		return;
 	}
+	if (result == -ETIMEDOUT) {
+		/* the holder may have kept it (the reply is what was lost): flush it
+		 * there, now or when it is back, so that no copy leaks */
+		r->unanswered_puts_flushed++;
+		remote_flush_now(r, p->node, RAMSTER__PEER__OP__P_FLUSH, &job->out.p[p->i].h);
+	}
 	p->tried |= 1ull << (p->node - 1);
 	if (p->tries < REMOTIFY_TRIES + p->want - 1) {
 		r->retries++;
@@ -296,7 +302,7 @@ static void cond_wait_ms(struct remote *r, unsigned ms)
 static void *remotify_main(void *arg)
 {
 	struct remote *r = arg;
-	bool active = false, pers_first = true;
+	bool active = false, pers_first = true, rem_pers, rem_eph;
 
 	pthread_mutex_lock(&r->th.lock);
 	while (!r->th.stop) {
@@ -313,16 +319,18 @@ static void *remotify_main(void *arg)
 			cond_wait_ms(r, REMOTIFY_IDLE_MS);
 			continue;
 		}
+		rem_pers = r->rem_pers; /* a reload may change them: read under th.lock */
+		rem_eph = r->rem_eph;
 		pthread_mutex_unlock(&r->th.lock);
 		job = calloc(1, sizeof(*job));
 		if (job) {
 			job->r = r;
 			/* alternate the kinds, so neither LRU starves */
-			if (pers_first && r->rem_pers)
+			if (pers_first && rem_pers)
 				got = zcache_remotify_take(r->z, true, &job->out);
-			if (got && r->rem_eph)
+			if (got && rem_eph)
 				got = zcache_remotify_take(r->z, false, &job->out);
-			if (got && !pers_first && r->rem_pers)
+			if (got && !pers_first && rem_pers)
 				got = zcache_remotify_take(r->z, true, &job->out);
 			pers_first = !pers_first;
 		}

@@ -17,12 +17,14 @@
 /* ---- re-replication ------------------------------------------------------------------------- */
 
 /*
- * A peer's death marks every replica record it held a copy in as degraded
- * (replica_mark_holder). The repair walk goes over the table at a bounded
+ * A holder becoming unreachable (or gone) marks every replica record it held
+ * a copy in as degraded (replica_mark_holder). The repair walk goes over the table at a bounded
  * pace, and for each degraded record copies the page from a live holder
  * (P_GET) to a new peer (P_PUT), then moves the record's dead slot there
- * (zcache_remote_move: only if the page is still the one read). A record
- * with no live holder is lost: counted and logged once, and its gets answer
+ * (zcache_remote_move: only if the page is still the one read); an
+ * unreachable holder's old copy is then flushed there (when it is back, from
+ * the flush log): no surplus copy stays. A record whose copies are all on
+ * unreachable holders waits for them. A record with no holder left is lost: counted and logged once, and its gets answer
  * -EIO. The walk ends when nothing is degraded and nothing is in flight.
  */
 
@@ -104,9 +106,15 @@ static void repair_put_cb(void *arg, int result, const Ramster__Peer__Msg *reply
 		return;
 	}
 	r->repair.rereplicated++;
+	for (k = 0; k < p->set.n; k++)
+		if (p->set.node[k] == p->from && cluster_alive(r->cl, p->from, p->set.epoch[k])) {
+			/* unreachable, not gone: its old copy is surplus now, trim it (when back) */
+			r->copies_trimmed++;
+			remote_flush_now(r, p->from, RAMSTER__PEER__OP__P_FLUSH, &p->h);
+		}
 	if (zcache_remote_holders(r->z, pampd, &now) == 0) {
 		for (k = 0; k < now.n; k++)
-			alive += cluster_alive(r->cl, now.node[k], now.epoch[k]);
+			alive += cluster_reachable(r->cl, now.node[k], now.epoch[k]);
 		if (alive == now.n)
 			replica_set_state(zcache_replicas(r->z), pampd & ~3ull, 0);
 	}
@@ -174,7 +182,7 @@ static void repair_visit(void *arg, uint64_t id, const struct tmem_handle *h, bo
 {
 	struct remote *r = arg;
 	struct rrepair *p;
-	unsigned k, slot = REPAIR_INFLIGHT, alive = 0, from = 0;
+	unsigned k, slot = REPAIR_INFLIGHT, alive = 0, kept = 0, from = 0;
 
 	if (!(s->state & REPLICA_DEGRADED))
 		return;
@@ -185,28 +193,32 @@ static void repair_visit(void *arg, uint64_t id, const struct tmem_handle *h, bo
 			slot = k;
 	}
 	for (k = 0; k < s->n; k++) {
-		if (cluster_alive(r->cl, s->node[k], s->epoch[k]))
+		if (cluster_reachable(r->cl, s->node[k], s->epoch[k]))
 			alive++;
 		else if (!from)
 			from = s->node[k];
+		if (cluster_alive(r->cl, s->node[k], s->epoch[k]))
+			kept++;
 	}
 	if (!from) {
 		replica_set_state(zcache_replicas(r->z), id, 0); /* healed meanwhile */
 		return;
 	}
-	if (!alive) {
+	if (!kept) {
 		replica_set_state(zcache_replicas(r->z), id, REPLICA_LOST);
 		r->repair.lost++;
 		log_lost(h);
 		return;
 	}
+	if (!alive)
+		return; /* every copy on unreachable holders: nothing to copy from; they come back or expire */
 	if (slot == REPAIR_INFLIGHT)
 		return;
 	{
 		uint64_t live = 0;
 
 		for (k = 0; k < s->n; k++)
-			if (cluster_alive(r->cl, s->node[k], s->epoch[k]))
+			if (cluster_reachable(r->cl, s->node[k], s->epoch[k]))
 				live |= 1ull << (s->node[k] - 1);
 		if (!cluster_candidates(r->cl, s->len, live)) {
 			/* no peer could take a copy now: wait (a peer coming up wakes us) */

@@ -2,6 +2,9 @@
  * repatriate.c - gets of pages that live on peers: the live holders are
  * asked nearest first (one-sided RDMA READ where the holder named a key on
  * the current link, else P_GET), each within request_timeout_ms / holders;
+ * an unreachable holder is asked last, and a get whose only copy is there
+ * waits for it (the request is sent when its link is back) up to
+ * request_timeout_ms, then fails that call alone: the page is kept;
  * the answer is checked against our descriptor and settled in the tier.
  */
 
@@ -56,6 +59,11 @@ static void get_finish(struct rget *g, int result, const uint8_t *payload, size_
 				       payload, plen, g->page, &home);
 	for (k = 0; home && k < g->set.n; k++)
 		remote_flush_queue(r, g->set.node[k], RAMSTER__PEER__OP__P_FLUSH, &g->h);
+	/* an ephemeral page that could not be had is forgotten here (a miss): its
+	 * copy on a holder that timed out (unreachable) must not stay there */
+	for (k = 0; res && !g->pers && result == -ETIMEDOUT && k < g->set.n; k++)
+		if (cluster_alive(r->cl, g->set.node[k], g->set.epoch[k]))
+			remote_flush_now(r, g->set.node[k], RAMSTER__PEER__OP__P_FLUSH, &g->h);
 	if (res == 0)
 		r->get_hits++;
 	else if (g->pers)
@@ -117,6 +125,7 @@ static void get_ask(struct rget *g)
 	struct remote *r = g->r;
 	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
 	Ramster__Peer__Page pg;
+	unsigned attempt;
 
 	while (g->next < g->n_order) {
 		unsigned slot = g->order[g->next++];
@@ -128,17 +137,32 @@ static void get_ask(struct rget *g)
 				 g->set.rkey[slot], g->set.len, get_read_cb, g) == 0)
 			return;
 		g->by_message = false;
+		attempt = g->attempt_ms;
+		if (!cluster_reachable(r->cl, node, g->set.epoch[slot])) {
+			/* unreachable: wait for it at most request_timeout_ms from the
+			 * start of its silence (a later get of its pages fails at once,
+			 * that call alone: the page is kept for its return) */
+			uint64_t silent = cluster_silent_ms(r->cl, node);
+
+			if (silent >= r->timeout_ms) {
+				r->get_unreachable++;
+				g->failed = -ETIMEDOUT;
+				continue;
+			}
+			if (attempt > r->timeout_ms - silent)
+				attempt = (unsigned)(r->timeout_ms - silent);
+		}
 
 		remote_page_init(&pg, &g->h,
 				 (g->pers ? PAGE_PERSISTENT : 0) | (g->destructive ? PAGE_DELETE : 0),
 				 0);
 		m.op = RAMSTER__PEER__OP__P_GET;
 		m.page = &pg;
-		if (cluster_request(r->cl, node, &m, NULL, 0, g->attempt_ms, get_cb, g) == 0)
+		if (cluster_request(r->cl, node, &m, NULL, 0, attempt, get_cb, g) == 0)
 			return;
 		r->get_fallovers++;
 	}
-	get_finish(g, -EHOSTDOWN, NULL, 0);
+	get_finish(g, g->failed ? g->failed : -EHOSTDOWN, NULL, 0);
 }
 
 void remote_get(struct remote *r, const struct tmem_handle *h, bool pers, bool destructive,
@@ -172,7 +196,18 @@ void remote_get(struct remote *r, const struct tmem_handle *h, bool pers, bool d
 	r->gets++;
 	g->n_order = remote_holders_by_rtt(r, &g->set, g->order);
 	/* all of them within the request timeout */
-	g->attempt_ms = g->n_order > 1 ? r->timeout_ms / g->n_order : r->timeout_ms;
+	/* split among the reachable holders: an unreachable one (asked last) gets
+	 * what is left of its own silence's timeout, not a share of theirs */
+	{
+		unsigned k, reach = 0;
+
+		for (k = 0; k < g->n_order; k++)
+			reach += cluster_reachable(r->cl, g->set.node[g->order[k]],
+						   g->set.epoch[g->order[k]]);
+		if (!reach)
+			reach = 1;
+		g->attempt_ms = r->timeout_ms / reach;
+	}
 	if (g->attempt_ms < 20)
 		g->attempt_ms = 20;
 	get_ask(g);

@@ -109,6 +109,10 @@ void serve_request(void *arg, uint32_t node, uint64_t session, const Ramster__Pe
 		} else {
 			rc = foreign_put_at(r->fs, &k, m->page->flags & PAGE_PERSISTENT, payload,
 					    plen, m->page->checksum, &data);
+			/* full: an unreachable owner's pages go first, the longest away first */
+			while (rc == -ENOSPC && serve_reclaim_orphans(r, node))
+				rc = foreign_put_at(r->fs, &k, m->page->flags & PAGE_PERSISTENT,
+						    payload, plen, m->page->checksum, &data);
 		}
 		if (rc) {
 			r->served_puts_refused++;
@@ -171,6 +175,36 @@ void serve_request(void *arg, uint32_t node, uint64_t session, const Ramster__Pe
 		cluster_reply(r->cl, node, m->seq, -EOPNOTSUPP, NULL, NULL, 0);
 		break;
 	}
+}
+
+/* ---- room: orphans first ------------------------------------------------------------------- */
+
+uint64_t serve_reclaim_orphans(struct remote *r, uint32_t except)
+{
+	uint32_t n, oldest = 0;
+	uint64_t dropped;
+	struct owner_lease *o;
+
+	for (n = 1; n <= 64; n++) {
+		o = &r->owner[n];
+		if (n == except || !o->down_since_ns || !foreign_owner_pages(r->fs, n))
+			continue;
+		if (!oldest || o->down_since_ns < r->owner[oldest].down_since_ns)
+			oldest = n;
+	}
+	if (!oldest)
+		return 0;
+	o = &r->owner[oldest];
+	dropped = foreign_drop_owner(r->fs, oldest, 0);
+	r->orphans_reclaimed += dropped;
+	r->orphan_reclaims++;
+	if (o->session)
+		o->dropped = o->session; /* it forgets them too, should it come back */
+	log_notice("reclaimed %llu pages held for node %u, unreachable for %.1f s: node %u "
+		   "needed the room",
+		   (unsigned long long)dropped, oldest,
+		   (double)(clock_now_ns() - o->down_since_ns) / 1e9, except);
+	return dropped;
 }
 
 /* ---- the foreign store's memory, readable by its owner over rdma ---------------------------- */

@@ -20,15 +20,45 @@ struct spin {
 	bool worked;  /* the last pass invoked a watcher */
 	bool stopped; /* spin_break was called */
 	struct spin_stats st;
+	uint64_t window_start_ns;
+	uint64_t window_max_us, prev_window_max_us;
 };
+
+/* One batch held the loop for us microseconds, ending at now. */
+static void spin_lag(struct spin *s, uint64_t us, uint64_t now)
+{
+	unsigned b = 0;
+	uint64_t edge = 1000;
+
+	s->st.batches++;
+	while (b + 1 < SPIN_LAG_BUCKETS && us >= edge) {
+		b++;
+		edge *= 10;
+	}
+	s->st.lag_hist[b]++;
+	if (us > s->st.lag_max_us)
+		s->st.lag_max_us = us;
+	if (now - s->window_start_ns >= SPIN_LAG_WINDOW_S * 1000000000ull) {
+		s->prev_window_max_us = s->window_max_us;
+		s->window_max_us = 0;
+		s->window_start_ns = now;
+	}
+	if (us > s->window_max_us)
+		s->window_max_us = us;
+}
 
 static void spin_invoke(struct ev_loop *loop)
 {
 	struct spin *s = ev_userdata(loop);
+	uint64_t t0, t1;
 
-	if (ev_pending_count(loop))
-		s->worked = true;
+	if (!ev_pending_count(loop))
+		return;
+	s->worked = true;
+	t0 = clock_now_ns();
 	ev_invoke_pending(loop);
+	t1 = clock_now_ns();
+	spin_lag(s, (t1 - t0) / 1000, t1);
 }
 
 struct spin *spin_create(struct ev_loop *loop, unsigned budget_us)
@@ -96,4 +126,26 @@ void spin_destroy(struct spin *s)
 void spin_get_stats(const struct spin *s, struct spin_stats *st)
 {
 	*st = s ? s->st : (struct spin_stats){0};
+	if (s)
+		st->lag_recent_max_us = s->window_max_us > s->prev_window_max_us
+					    ? s->window_max_us
+					    : s->prev_window_max_us;
+}
+
+void spin_foreach_lag(const struct spin_stats *st,
+		      void (*fn)(void *arg, const char *name, uint64_t value, const char *help),
+		      void *arg)
+{
+	static const char *const names[SPIN_LAG_BUCKETS] = {
+	    "loop_lag_lt_1ms",	"loop_lag_lt_10ms", "loop_lag_lt_100ms",
+	    "loop_lag_lt_1s",	"loop_lag_lt_10s",  "loop_lag_ge_10s"};
+	unsigned i;
+
+	fn(arg, "loop_lag_max_us", st->lag_max_us,
+	   "the longest batch of callbacks that held the event loop, microseconds");
+	fn(arg, "loop_lag_recent_max_us", st->lag_recent_max_us,
+	   "the longest in the last 10 to 20 seconds");
+	fn(arg, "loop_batches", st->batches, "batches of callbacks the loop ran");
+	for (i = 0; i < SPIN_LAG_BUCKETS; i++)
+		fn(arg, names[i], st->lag_hist[i], "batches of callbacks of this length");
 }

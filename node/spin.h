@@ -21,10 +21,21 @@
 #include <ev.h>
 #include <stdint.h>
 
+#define SPIN_LAG_BUCKETS 6 /* batch lengths: <1 ms, <10 ms, <100 ms, <1 s, <10 s, more */
+#define SPIN_LAG_WINDOW_S 10 /* lag_recent_max_us: the worst of this window and the last */
+
+/*
+ * Loop lag: how long one batch of callbacks held the loop (nothing else,
+ * heartbeats included, could run meanwhile). Measured around every batch.
+ */
 struct spin_stats {
 	uint64_t polls;	  /* budgets started (after a wake-up that did work) */
 	uint64_t hits;	  /* ... that found more work before the loop slept */
 	uint64_t spun_us; /* microseconds spent polling, in all */
+	uint64_t batches; /* batches of callbacks run */
+	uint64_t lag_max_us;	    /* the longest batch since start */
+	uint64_t lag_recent_max_us; /* the longest in the last SPIN_LAG_WINDOW_S..2x seconds */
+	uint64_t lag_hist[SPIN_LAG_BUCKETS];
 };
 
 struct spin;
@@ -42,5 +53,10 @@ void spin_break(struct spin *s);
 void spin_destroy(struct spin *s);
 
 void spin_get_stats(const struct spin *s, struct spin_stats *st);
+
+/* The lag counters of st as named stats (loop_lag_*), for ramsterctl stats. */
+void spin_foreach_lag(const struct spin_stats *st,
+		      void (*fn)(void *arg, const char *name, uint64_t value, const char *help),
+		      void *arg);
 
 #endif /* RAMSTER_NODE_SPIN_H */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "node/clock.h"
+#include "node/notify.h"
 #include "node/stats.h"
 
 void stats_init(struct node_stats *s)
@@ -36,7 +37,8 @@ static const char *const stats_ops[STATS_OPS] = {
 	[11] = "exports",
 	[12] = "ping",
 	[13] = "drain",
-	[14] = "clients",
+	[14] = "reload",
+	[15] = "clients",
 };
 /* clang-format on */
 
@@ -90,6 +92,7 @@ void stats_foreach(const struct node_stats *s, const struct pools *p, struct zca
 		fn(arg, "node_pools_private", priv, "private pools now");
 		fn(arg, "node_pools_shared", shared, "shared pools now");
 	}
+	notify_foreach_stat(fn, arg); /* systemd_*: sd_notify and the watchdog */
 	if (z)
 		zcache_foreach_stat(z, fn, arg);
 }

@@ -128,6 +128,7 @@ static const struct wire_op_rule wire_op_rules[] = {
     [RAMSTER__OP__OP_EXPORTS] = {1, 0, 0, 0},
     [RAMSTER__OP__OP_PING] = {1, 0, 0, 0},
     [RAMSTER__OP__OP_DRAIN] = {1, 0, 0, 0},
+    [RAMSTER__OP__OP_RELOAD] = {1, 0, 0, 0},
     [RAMSTER__OP__OP_CLIENTS] = {1, 0, 0, 0},
 };
 

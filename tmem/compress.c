@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <lz4.h>
 #include <lzo/lzo1x.h>
 
 #include "tmem/compress.h"
@@ -23,6 +24,7 @@ static pthread_once_t compress_once = PTHREAD_ONCE_INIT;
 static int compress_init_err;           /* result of the one-time init */
 static pthread_key_t compress_key;      /* its destructor frees a thread's work memory */
 static __thread void *compress_wrkmem;  /* this thread's LZO1X_1_MEM_COMPRESS bytes */
+static pthread_key_t compress_lz4_key;  /* the same for LZ4's state */
 
 static void compress_wrkmem_free(void *mem)
 {
@@ -35,7 +37,8 @@ static void compress_init_once(void)
 		compress_init_err = -EINVAL;
 		return;
 	}
-	if (pthread_key_create(&compress_key, compress_wrkmem_free) != 0)
+	if (pthread_key_create(&compress_key, compress_wrkmem_free) != 0 ||
+	    pthread_key_create(&compress_lz4_key, compress_wrkmem_free) != 0)
 		compress_init_err = -EINVAL;
 }
 
@@ -112,6 +115,81 @@ int compress_unpage(const void *src, size_t len, void *page)
 		return -EIO;
 	ret = lzo1x_decompress_safe(src, len, page, &out_len, NULL);
 	if (ret != LZO_E_OK || out_len != COMPRESS_PAGE_SIZE)
+		return -EIO;
+	return 0;
+}
+
+/* ---- LZ4 and the choice --------------------------------------------------- */
+
+/*
+ * LZ4_compress_fast_extState with this thread's state (LZ4_sizeofState()
+ * bytes, allocated on first use like LZO's work memory).
+ */
+static __thread void *compress_lz4_state;
+
+static void *compress_lz4_state_get(void)
+{
+	void *mem;
+
+	if (compress_lz4_state)
+		return compress_lz4_state;
+	if (compress_init() != 0)
+		return NULL;
+	mem = aligned_alloc(COMPRESS_WRKMEM_ALIGN,
+			    ((size_t)LZ4_sizeofState() + COMPRESS_WRKMEM_ALIGN - 1) &
+				~(size_t)(COMPRESS_WRKMEM_ALIGN - 1));
+	if (!mem)
+		return NULL;
+	if (pthread_setspecific(compress_lz4_key, mem) != 0) {
+		free(mem);
+		return NULL;
+	}
+	compress_lz4_state = mem;
+	return mem;
+}
+
+bool compress_algo_ok(enum compress_algo algo)
+{
+	return algo == COMPRESS_LZO || algo == COMPRESS_LZ4;
+}
+
+const char *compress_algo_name(enum compress_algo algo)
+{
+	return algo == COMPRESS_LZ4 ? "lz4" : algo == COMPRESS_LZO ? "lzo" : "?";
+}
+
+int compress_algo_parse(const char *name, enum compress_algo *algo)
+{
+	if (!strcmp(name, "lzo"))
+		*algo = COMPRESS_LZO;
+	else if (!strcmp(name, "lz4"))
+		*algo = COMPRESS_LZ4;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+int compress_page_algo(enum compress_algo algo, const void *page, void *dst)
+{
+	void *state;
+	int n;
+
+	if (algo != COMPRESS_LZ4)
+		return compress_page(page, dst);
+	state = compress_lz4_state_get();
+	if (!state)
+		return -ENOMEM;
+	n = LZ4_compress_fast_extState(state, page, dst, COMPRESS_PAGE_SIZE, COMPRESS_BOUND, 1);
+	return n > 0 ? n : -EIO;
+}
+
+int compress_unpage_algo(enum compress_algo algo, const void *src, size_t len, void *page)
+{
+	if (algo != COMPRESS_LZ4)
+		return compress_unpage(src, len, page);
+	if (len == 0 || len > COMPRESS_BOUND)
+		return -EIO;
+	if (LZ4_decompress_safe(src, page, (int)len, COMPRESS_PAGE_SIZE) != COMPRESS_PAGE_SIZE)
 		return -EIO;
 	return 0;
 }

@@ -543,6 +543,7 @@ void zbud_get_stats(struct zbud *zb, struct zbud_stats *s)
 	s->frames_eph = zb->frames_kind[0];
 	s->frames_pers = zb->frames_kind[1];
 	s->zombies = zb->zombies;
+	s->frames_touched = zb->top;
 	s->buddied = zb->buddied;
 	s->buddies = zb->buddies;
 	s->bytes = zb->bytes;

@@ -118,6 +118,7 @@ struct zbud_stats {
 	uint64_t frames_eph;    /* of those, holding ephemeral pages */
 	uint64_t frames_pers;   /* of those, holding persistent pages */
 	uint64_t zombies;       /* frames held as zombies now */
+	uint64_t frames_touched;/* frames ever used: faulted in and kept (free ones too) */
 	uint64_t buddied;       /* frames with two buddies */
 	uint64_t buddies;       /* live buddies (stored compressed pages) */
 	uint64_t bytes;         /* compressed bytes in live buddies */

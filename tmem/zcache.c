@@ -1,9 +1,10 @@
 /*
- * zcache.c - the local tier: tmem's data side on LZO-compressed zbud frames.
+ * zcache.c - the local tier: tmem's data side on compressed frames (zdense or
+ * zbud, through struct zalloc_ops; LZO1X-1 or LZ4).
  *
  * A descriptor (pampd) is one 64-bit word: the low 2 bits say what it is
- * (a zbud buddy, a zero-filled page; the collective adds remote pages), the
- * high 32 bits carry the zbud handle. Eviction eats the least recently used
+ * (a page in a frame, a zero-filled page; the collective adds remote pages),
+ * the rest carries the allocator's handle. Eviction eats the least recently used
  * ephemeral frame through tmem_replace() with trylock, so it never waits on
  * a bucket while the put that needs the room holds its own (tmem.h).
  */
@@ -16,7 +17,7 @@
 
 #include "tmem/compress.h"
 #include "tmem/replica.h"
-#include "tmem/zbud.h"
+#include "tmem/zalloc.h"
 #include "tmem/zcache.h"
 
 /* ---- descriptors ---------------------------------------------------------- */
@@ -24,14 +25,14 @@
 enum pampd_kind { PAMPD_ZBUD = 1, PAMPD_ZERO = 2, PAMPD_REMOTE = 3 };
 
 /*
- * ZBUD:   bits 32..63 zbud handle.
+ * ZBUD:   bits 2..63 the allocator's handle (zbud or zdense).
  * REMOTE: bit 29 clear: one holder: bits 2..7 node - 1, 8..15 epoch,
  *         16..28 compressed length, 32..63 checksum;
  *         bit 29 set: several holders: the rest is a replica table id.
  */
 #define PAMPD_KIND(p) ((unsigned)((p)&3u))
-#define PAMPD_HANDLE(p) ((uint32_t)((p) >> 32))
-#define PAMPD_MAKE_ZBUD(h) (((uint64_t)(h) << 32) | PAMPD_ZBUD)
+#define PAMPD_HANDLE(p) ((p) >> 2)
+#define PAMPD_MAKE_ZBUD(h) (((uint64_t)(h) << 2) | PAMPD_ZBUD)
 #define PAMPD_MAKE_ZERO ((uint64_t)PAMPD_ZERO)
 #define PAMPD_REC_BIT (1ull << 29)
 #define PAMPD_IS_REC(p) (PAMPD_KIND(p) == PAMPD_REMOTE && ((p)&PAMPD_REC_BIT))
@@ -44,7 +45,9 @@ enum pampd_kind { PAMPD_ZBUD = 1, PAMPD_ZERO = 2, PAMPD_REMOTE = 3 };
 
 struct zcache {
 	struct tmem *tmem;
-	struct zbud *zbud;
+	void *za;                         /* the allocator (zbud or zdense) */
+	const struct zalloc_ops *za_ops;
+	enum compress_algo algo;
 	struct compress_policy policy;
 	uint64_t budget_frames;
 
@@ -60,7 +63,7 @@ struct zcache {
 	struct replica_table *replicas;         /* holders of pages with several copies */
 	const struct zcache_remote_ops *remote; /* the collective, or NULL */
 	void *remote_arg;
-	uint64_t home_limit;                    /* frames; bring pages home below it */
+	atomic_uint_fast64_t home_limit;        /* frames; bring pages home below it (any thread) */
 };
 
 #define CNT_ADD(c, v) atomic_fetch_add_explicit(&(c), (v), memory_order_relaxed)
@@ -130,20 +133,22 @@ static __thread unsigned char zcache_cbuf[COMPRESS_BOUND];
 #define EVICT_SCAN   8
 #define EVICT_ROUNDS 4
 
-static int zcache_evict_pick(struct zcache *z, struct zbud_victim *v)
+static int zcache_evict_pick(struct zcache *z, struct zalloc_victim *v)
 {
+	const struct zalloc_ops *ops = z->za_ops;
 	uint32_t frames[EVICT_SCAN];
 	struct zbud_ref refs[EVICT_SCAN];
 	unsigned n, i, round;
 
-	for (round = 0; round < EVICT_ROUNDS && tmem_any_over_share(z->tmem); round++) {
-		n = zbud_lru_peek(z->zbud, false, EVICT_SCAN, frames, refs);
+	for (round = 0; ops->lru_peek && round < EVICT_ROUNDS && tmem_any_over_share(z->tmem);
+	     round++) {
+		n = ops->lru_peek(z->za, false, EVICT_SCAN, frames, refs);
 		for (i = 0; i < n; i++) {
 			struct tmem_ref ref = { refs[i].objno, refs[i].index };
 
 			if (!tmem_ref_over_share(z->tmem, ref))
 				continue;
-			if (!zbud_zombify_frame(z->zbud, false, frames[i], v)) {
+			if (!ops->zombify_unit(z->za, false, frames[i], v)) {
 				if (round || i)
 					CNT_INC(z->evicted_over_share);
 				return 0;
@@ -153,9 +158,9 @@ static int zcache_evict_pick(struct zcache *z, struct zbud_victim *v)
 		if (i < n || n < EVICT_SCAN)
 			break;
 		for (i = 0; i < n; i++)
-			(void)zbud_lru_requeue(z->zbud, false, frames[i]);
+			(void)ops->lru_requeue(z->za, false, frames[i]);
 	}
-	return zbud_zombify_lru(z->zbud, false, v) ? -ENOSPC : 0;
+	return ops->zombify_lru(z->za, false, v) ? -ENOSPC : 0;
 }
 
 /*
@@ -164,7 +169,7 @@ static int zcache_evict_pick(struct zcache *z, struct zbud_victim *v)
  */
 static int zcache_evict_one(struct zcache *z)
 {
-	struct zbud_victim v;
+	struct zalloc_victim v;
 	unsigned tries, i;
 
 	for (tries = 0; tries < EVICT_TRIES; tries++) {
@@ -177,7 +182,7 @@ static int zcache_evict_one(struct zcache *z)
 			int r = tmem_replace(z->tmem, ref, PAMPD_MAKE_ZBUD(v.handle[i]), 0, true);
 
 			if (r == 0) {
-				zbud_release(z->zbud, v.handle[i]);
+				z->za_ops->release(z->za, v.handle[i]);
 				CNT_INC(z->evicted_pages);
 			} else if (r == -EBUSY) {
 				all = false;
@@ -185,7 +190,7 @@ static int zcache_evict_one(struct zcache *z)
 			}
 			/* -ENOENT: the owner flushed it meanwhile and released it. */
 		}
-		zbud_zombie_done(z->zbud, v.frame);
+		z->za_ops->zombie_done(z->za, v.frame);
 		if (all) {
 			CNT_INC(z->evicted_frames);
 			return 0;
@@ -210,13 +215,13 @@ static int zcache_meta_room(struct zcache *z)
 {
 	uint64_t allow = z->budget_frames / ZCACHE_META_FREE;
 	uint64_t meta = tmem_meta_estimate(z->tmem) / ZBUD_FRAME_SIZE;
-	struct zbud_stats zs;
+	struct zalloc_stats zs;
 	unsigned tries;
 
 	if (meta <= allow)
 		return 0;
 	for (tries = 0; tries <= EVICT_TRIES; tries++) {
-		zbud_get_stats(z->zbud, &zs);
+		z->za_ops->get_stats(z->za, &zs);
 		if (zs.frames + (meta - allow) <= z->budget_frames)
 			return 0;
 		if (zcache_evict_one(z))
@@ -239,7 +244,7 @@ static int zcache_create_pampd(void *ctx, bool pers, const void *page, struct tm
 {
 	struct zcache *z = ctx;
 	uint64_t npers, mean = 0;
-	uint32_t handle;
+	uint64_t handle;
 	unsigned tries;
 	int len, ret;
 
@@ -251,7 +256,7 @@ static int zcache_create_pampd(void *ctx, bool pers, const void *page, struct tm
 		*pampd = PAMPD_MAKE_ZERO;
 		return 0;
 	}
-	len = compress_page(page, zcache_cbuf);
+	len = compress_page_algo(z->algo, page, zcache_cbuf);
 	if (len <= 0) {
 		CNT_INC(z->refused_error);
 		return -EIO;
@@ -264,8 +269,8 @@ static int zcache_create_pampd(void *ctx, bool pers, const void *page, struct tm
 		return -E2BIG;
 	}
 	for (tries = 0;; tries++) {
-		ret = zbud_store(z->zbud, pers, zcache_cbuf, (unsigned)len,
-				 (struct zbud_ref){ ref.objno, ref.index }, &handle);
+		ret = z->za_ops->store(z->za, pers, zcache_cbuf, (unsigned)len,
+				       (struct zbud_ref){ ref.objno, ref.index }, &handle);
 		if (ret != -ENOSPC || tries == EVICT_TRIES)
 			break;
 		/* Both kinds may eat ephemeral frames; nothing evicts persistent data. */
@@ -298,8 +303,8 @@ static int zcache_get_data(void *ctx, bool pers, uint64_t pampd, void *page)
 		memset(page, 0, COMPRESS_PAGE_SIZE);
 		return 0;
 	case PAMPD_ZBUD:
-		data = zbud_data(z->zbud, PAMPD_HANDLE(pampd), &len);
-		if (!data || compress_unpage(data, len, page)) {
+		data = z->za_ops->data(z->za, PAMPD_HANDLE(pampd), &len);
+		if (!data || compress_unpage_algo(z->algo, data, len, page)) {
 			CNT_INC(z->decompress_errors);
 			return -EIO;
 		}
@@ -329,11 +334,11 @@ static void zcache_free_pampd(void *ctx, bool pers, uint64_t pampd, const struct
 		CNT_SUB(z->zero_pages, 1);
 		break;
 	case PAMPD_ZBUD:
-		if (pers && zbud_data(z->zbud, PAMPD_HANDLE(pampd), &len)) {
+		if (pers && z->za_ops->data(z->za, PAMPD_HANDLE(pampd), &len)) {
 			CNT_SUB(z->pers_pages, 1);
 			CNT_SUB(z->pers_bytes, len);
 		}
-		zbud_release(z->zbud, PAMPD_HANDLE(pampd));
+		z->za_ops->release(z->za, PAMPD_HANDLE(pampd));
 		break;
 	case PAMPD_REMOTE: {
 		struct replica_set r;
@@ -401,33 +406,34 @@ void zcache_set_remote(struct zcache *z, const struct zcache_remote_ops *ops, vo
 
 unsigned zcache_usage_pct(struct zcache *z)
 {
-	struct zbud_stats zs;
+	struct zalloc_stats zs;
 
-	zbud_get_stats(z->zbud, &zs);
+	z->za_ops->get_stats(z->za, &zs);
 	return (unsigned)(zs.frames * 100 / (zs.max_frames ? zs.max_frames : 1));
 }
 
 void zcache_set_home_limit(struct zcache *z, uint64_t frames)
 {
-	z->home_limit = frames;
+	atomic_store_explicit(&z->home_limit, frames, memory_order_relaxed);
 }
 
 int zcache_remotify_take(struct zcache *z, bool pers, struct zcache_out *o)
 {
-	struct zbud_victim v;
+	struct zalloc_victim v;
 	unsigned i, flags;
 
-	if (zbud_zombify_lru(z->zbud, pers, &v))
+	if (z->za_ops->zombify_lru(z->za, pers, &v))
 		return -ENOENT;
 	o->frame = v.frame;
 	o->pers = pers;
+	o->frames = v.frames;
 	o->n = v.n;
 	for (i = 0; i < v.n; i++) {
 		struct zcache_out_page *p = &o->p[i];
 
 		p->ref = (struct tmem_ref){ v.ref[i].objno, v.ref[i].index };
 		p->handle = v.handle[i];
-		p->data = zbud_data(z->zbud, v.handle[i], &p->len);
+		p->data = z->za_ops->data(z->za, v.handle[i], &p->len);
 		p->checksum = p->data ? zcache_checksum(p->data, p->len) : 0;
 		p->resolved = p->data && tmem_ref_resolve(z->tmem, p->ref, &p->h, &flags) == 0;
 		p->pers = p->resolved && (flags & TMEM_PERSISTENT);
@@ -461,7 +467,7 @@ int zcache_remotify_commit(struct zcache *z, struct zcache_out *o, unsigned i,
 		CNT_SUB(z->pers_pages, 1);
 		CNT_SUB(z->pers_bytes, p->len);
 	}
-	zbud_release(z->zbud, p->handle);
+	z->za_ops->release(z->za, p->handle);
 	CNT_INC(z->remote_pages);
 	CNT_INC(z->remotified);
 	return 0;
@@ -469,7 +475,7 @@ int zcache_remotify_commit(struct zcache *z, struct zcache_out *o, unsigned i,
 
 void zcache_remotify_done(struct zcache *z, struct zcache_out *o)
 {
-	zbud_zombie_done(z->zbud, o->frame);
+	z->za_ops->zombie_done(z->za, o->frame);
 }
 
 struct home_ctx {
@@ -487,8 +493,8 @@ static int zcache_home_fn(void *arg, struct tmem_ref ref, bool pers, uint64_t *p
 {
 	struct home_ctx *c = arg;
 	struct zcache *z = c->z;
-	struct zbud_stats zs;
-	uint32_t handle;
+	struct zalloc_stats zs;
+	uint64_t handle;
 
 	if (*pampd != c->expect)
 		return 0; /* changed meanwhile: the new page is not ours to touch */
@@ -504,11 +510,11 @@ static int zcache_home_fn(void *arg, struct tmem_ref ref, bool pers, uint64_t *p
 		CNT_SUB(z->remote_pages, 1);
 		return 0;
 	}
-	zbud_get_stats(z->zbud, &zs);
-	if (!pers || zs.frames >= z->home_limit)
+	z->za_ops->get_stats(z->za, &zs);
+	if (!pers || zs.frames >= CNT_GET(z->home_limit))
 		return 0;
-	if (zbud_store(z->zbud, pers, c->cdata, (unsigned)c->clen,
-		       (struct zbud_ref){ ref.objno, ref.index }, &handle))
+	if (z->za_ops->store(z->za, pers, c->cdata, (unsigned)c->clen,
+			     (struct zbud_ref){ ref.objno, ref.index }, &handle))
 		return 0;
 	if (PAMPD_IS_REC(*pampd))
 		replica_remove(z->replicas, PAMPD_REC_ID(*pampd));
@@ -534,7 +540,7 @@ int zcache_repatriate_finish(struct zcache *z, const struct tmem_handle *h, uint
 		if (clen != r->len || zcache_checksum(cdata, clen) != r->checksum) {
 			CNT_INC(z->checksum_errors);
 			result = -EIO;
-		} else if (compress_unpage(cdata, clen, page)) {
+		} else if (compress_unpage_algo(z->algo, cdata, clen, page)) {
 			CNT_INC(z->decompress_errors);
 			result = -EIO;
 		}
@@ -622,7 +628,8 @@ struct zcache *zcache_create(const struct zcache_config *cfg)
 
 	if (!cfg || cfg->local_mb == 0 || cfg->local_mb > (1ull << 23) ||
 	    cfg->pers_max_frac > 1024 || cfg->pers_mean_max_frac > 1024 ||
-	    cfg->pers_mean_limit_frac > 1024) {
+	    cfg->pers_mean_limit_frac > 1024 || !zalloc_ops(cfg->allocator) ||
+	    !compress_algo_ok(cfg->compressor)) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -635,14 +642,16 @@ struct zcache *zcache_create(const struct zcache_config *cfg)
 	if (!z)
 		return NULL;
 	z->budget_frames = frames;
-	compress_policy_default(&z->policy, ZBUD_BUDDY_MAX);
+	z->za_ops = zalloc_ops(cfg->allocator);
+	z->algo = cfg->compressor;
+	compress_policy_default(&z->policy, z->za_ops->max_len);
 	z->policy.pers_max = frac_bytes(cfg->pers_max_frac, 896);
 	z->policy.pers_mean_max = frac_bytes(cfg->pers_mean_max_frac, 640);
 	z->policy.pers_mean_limit = frac_bytes(cfg->pers_mean_limit_frac, 640);
-	z->zbud = zbud_create((uint32_t)frames);
-	if (!z->zbud)
+	z->za = z->za_ops->create((uint32_t)frames);
+	if (!z->za)
 		goto fail;
-	z->home_limit = frames * 8 / 10;
+	atomic_init(&z->home_limit, frames * 8 / 10);
 	z->replicas = replica_create();
 	if (!z->replicas)
 		goto fail_zbud;
@@ -653,7 +662,7 @@ struct zcache *zcache_create(const struct zcache_config *cfg)
 
 fail_zbud:
 	replica_destroy(z->replicas);
-	zbud_destroy(z->zbud);
+	z->za_ops->destroy(z->za);
 fail:
 	free(z);
 	return NULL;
@@ -665,7 +674,7 @@ void zcache_destroy(struct zcache *z)
 		return;
 	tmem_destroy(z->tmem);
 	replica_destroy(z->replicas);
-	zbud_destroy(z->zbud);
+	z->za_ops->destroy(z->za);
 	free(z);
 }
 
@@ -678,14 +687,14 @@ struct tmem *zcache_tmem(struct zcache *z)
 
 void zcache_get_stats(struct zcache *z, struct zcache_stats *s)
 {
-	struct zbud_stats zs;
+	struct zalloc_stats zs;
 	struct tmem_stats ts;
 
-	zbud_get_stats(z->zbud, &zs);
+	z->za_ops->get_stats(z->za, &zs);
 	tmem_get_stats(z->tmem, &ts);
 	s->zero_pages = CNT_GET(z->zero_pages);
 	s->zero_puts = CNT_GET(z->zero_puts);
-	s->stored_pages = zs.buddies;
+	s->stored_pages = zs.objects;
 	s->compressed_bytes = zs.bytes;
 	s->refused_poor = CNT_GET(z->refused_poor);
 	s->refused_nospace = CNT_GET(z->refused_nospace);
@@ -700,6 +709,7 @@ void zcache_get_stats(struct zcache *z, struct zcache_stats *s)
 	s->frames_eph = zs.frames_eph;
 	s->frames_pers = zs.frames_pers;
 	s->zombies = zs.zombies;
+	s->frames_touched = zs.frames_touched;
 	s->budget_frames = z->budget_frames;
 	{
 		struct replica_usage u;
@@ -764,12 +774,13 @@ void zcache_foreach_stat(struct zcache *z,
 	Z(frames, "frames in use");
 	Z(frames_eph, "frames holding ephemeral pages");
 	Z(frames_pers, "frames holding persistent pages");
-	Z(zombies, "frames held as zombies");
+	Z(zombies, "frames (zbud) or blocks (dense) held as zombies");
+	Z(frames_touched, "frames faulted in and kept (in use or free for reuse): the tier's RAM");
 	Z(budget_frames, "the budget (local_mb) in frames");
 	Z(meta_bytes, "bookkeeping RAM beyond the frames");
 	Z(replica_records, "pages with several copies on peers (replica table records)");
 	Z(replica_bytes, "RAM of the replica table");
-	Z(bad_handles, "zbud releases of bad handles (a bug if not 0)");
+	Z(bad_handles, "allocator releases of bad handles (a bug if not 0)");
 	Z(remote_pages, "pages whose copy is on a peer now");
 	Z(remotified, "pages moved to peers (remotify)");
 	Z(remotify_stale, "pages changed while being remotified (remote copy flushed)");

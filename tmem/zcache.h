@@ -1,10 +1,12 @@
 /*
- * zcache.h - the local tier: tmem's data side on compressed zbud frames.
+ * zcache.h - the local tier: tmem's data side on compressed frames.
  *
- * A put is compressed (LZO1X-1); a zero-filled page takes no frame; a poorly
- * compressible page is refused. Within the budget (local_mb) a put takes
- * space in an unbuddied frame or a free one; when none is left, it eats the
- * least recently used ephemeral frame (evicting its pages). Persistent data
+ * A put is compressed (LZO1X-1, or LZ4: compressor) and stored by the
+ * allocator the config names (zdense, the default, or zbud: tmem/zalloc.h);
+ * a zero-filled page takes no frame; a poorly compressible page is refused.
+ * Within the budget (local_mb) a put takes space in a frame with room or a
+ * free one; when none is left, it eats the least recently used ephemeral
+ * frame (a zdense block: all its pages are evicted). Persistent data
  * is never evicted: with no ephemeral frame left, the put is refused.
  *
  * The descriptor (pampd) of a page is one 64-bit word, encoded here only.
@@ -16,8 +18,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tmem/compress.h"
 #include "tmem/replica.h"
 #include "tmem/tmem.h"
+#include "tmem/zalloc.h"
 
 struct zcache_config {
 	uint64_t local_mb;          /* budget of compressed frames, MiB (> 0) */
@@ -26,6 +30,8 @@ struct zcache_config {
 	unsigned pers_max_frac;
 	unsigned pers_mean_max_frac;
 	unsigned pers_mean_limit_frac;
+	enum zalloc_kind allocator;     /* ZALLOC_DENSE (0, the default) or ZALLOC_ZBUD */
+	enum compress_algo compressor;  /* COMPRESS_LZO (0, the default) or COMPRESS_LZ4 */
 };
 
 struct zcache;
@@ -58,6 +64,7 @@ struct zcache_stats {
 	uint64_t frames_eph;
 	uint64_t frames_pers;
 	uint64_t zombies;
+	uint64_t frames_touched;     /* frames faulted in and kept: the tier's frame RAM */
 	uint64_t budget_frames;      /* local_mb in frames */
 	uint64_t meta_bytes;         /* bookkeeping RAM of zbud and tmem together */
 	uint64_t bad_handles;        /* zbud releases of bad handles (a bug if not 0) */
@@ -123,7 +130,8 @@ uint32_t zcache_checksum(const void *data, size_t len);
 /* Frames in use, in percent of the budget (what the remotify watermarks watch). */
 unsigned zcache_usage_pct(struct zcache *z);
 
-/* Frames above which a repatriated persistent page is not brought home. */
+/* Frames above which a repatriated persistent page is not brought home. Any
+ * thread, at any time (a relaxed atomic: a get in flight sees the old or new). */
 void zcache_set_home_limit(struct zcache *z, uint64_t frames);
 
 /* One frame taken for remotify: its live pages, readable until done. */
@@ -132,16 +140,19 @@ struct zcache_out_page {
 	struct tmem_handle h;   /* valid when resolved */
 	bool resolved;          /* false: the object went away meanwhile */
 	bool pers;
-	uint32_t handle;        /* zbud handle */
+	uint64_t handle;        /* the allocator's handle */
 	const void *data;       /* compressed bytes (in the zombie frame) */
 	unsigned len;
 	uint32_t checksum;
 };
+/* A taken frame (zbud) or block of frames (zdense) carries at most this many pages. */
+#define ZCACHE_OUT_MAX ZALLOC_VICTIM_MAX
 struct zcache_out {
 	uint32_t frame;
 	bool pers;
-	unsigned n;
-	struct zcache_out_page p[2];
+	unsigned frames;        /* 4096-byte frames it frees when emptied */
+	unsigned n;             /* pages in p[] */
+	struct zcache_out_page p[ZCACHE_OUT_MAX];
 };
 
 /*

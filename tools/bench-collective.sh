@@ -15,6 +15,7 @@
 #   RAMSTER_BENCH_CPU        pin every process to this CPU list (taskset), e.g. 0
 #   RAMSTER_NETBENCH_ARGS    more ramster-netbench options, e.g. "--classify round"
 set -u
+command -v jq >/dev/null || { echo "$0: jq missing (tools/deps.sh installs it): the figures are read from JSON with it" >&2; exit 1; }
 
 bin=${1:-build/bin}
 local_mb=${RAMSTER_BENCH_LOCAL_MB:-8}
@@ -23,11 +24,12 @@ iters=${RAMSTER_BENCH_ITERS:-1000}
 put_reps=${RAMSTER_BENCH_PUT_REPS:-5}
 high=90
 low=80
-# Failure detection is on no measured path. A stall of this shared machine
-# longer than dead_after_ms makes the peers declare node 1 dead and drop
-# every page they hold for it (docs/protocol.md): its gets then fail -EIO.
-# 5 s keeps the report from depending on the machine's hiccups.
-dead_after_ms=5000
+# A stall of this shared machine longer than dead_after_ms makes the peers
+# declare node 1 unreachable, but nothing is dropped (docs/protocol.md): the
+# default 1000 serves. A get issued more than request_timeout_ms into such a
+# stall fails that call, so the limit is 5 s here (on no measured path).
+dead_after_ms=1000
+request_timeout_ms=5000
 pin=()
 if [ -n "${RAMSTER_BENCH_CPU:-}" ]; then
 	command -v taskset >/dev/null ||
@@ -85,7 +87,7 @@ base=$((7900 + RANDOM % 500))
 "$bin/ramsterctl" genkey >"$dir/cluster.key" || die "ramsterctl genkey failed"
 chmod 600 "$dir/cluster.key"
 "$(dirname "$0")/cluster-conf.sh" "$dir" bench "$base" "$local_mb" \
-	"dead_after_ms = $dead_after_ms" "high_watermark = $high%" "low_watermark = $low%" \
+	"dead_after_ms = $dead_after_ms" "request_timeout_ms = $request_timeout_ms" "high_watermark = $high%" "low_watermark = $low%" \
 	>"$dir/cluster.conf" || die "cannot write the cluster file"
 
 for n in "${nodes[@]}"; do
@@ -120,7 +122,7 @@ dead=$(alive) || die "ramsterd $dead died during the benchmark"
 echo
 keys='tier_(frames|budget_frames|remote_pages|remotified|repatriated|brought_home)'
 keys+='|remote_(pages_placed|pages_failed|no_target|gets|get_hits|get_lost|served_puts)'
-keys+='|remote_served_gets|foreign_pages|node_put_room_(waits|refused)'
+keys+='|remote_served_gets|foreign_(pages|bytes|ram)|node_put_room_(waits|refused)'
 for n in "${nodes[@]}"; do
 	echo "== ramsterctl stats ($n)"
 	"$bin/ramsterctl" --socket "$dir/$n.sock" stats | grep -E "^($keys) " || true
@@ -129,8 +131,9 @@ echo "== ramsterctl peers (alpha)"
 "$bin/ramsterctl" --socket "$dir/alpha.sock" peers
 
 # ---- summary ---------------------------------------------------------------------
+# json KEY: a figure from ramster-netbench's JSON report ("" if absent or null)
 json() {
-	sed -n "s/.*\"$1\": *\([-0-9.eE+]*\).*/\1/p" "$dir/net.json"
+	jq -r --arg k "$1" '.[$k] // empty' "$dir/net.json"
 }
 verdict() {
 	awk -v v="$1" -v f="$2" 'BEGIN {
@@ -169,8 +172,8 @@ echo "  remotify $(j remotify_pps) pages/s while active ($(j remotify_phase_pps)
 	"settle $(j settle_s) s"
 echo "  ratios: repatriate/memcached p50 $(j ratio_repat_mc)," \
 	"local/memcached p50 $(j ratio_local_mc)"
-left=$(grep -o '"peer[0-9]*_left_after_destroy[0-9]*": *[0-9]*' "$dir/net.json" |
-	awk -F': *' '{ s += $2 } END { print s + 0 }')
+left=$(jq '[to_entries[] | select(.key | test("^peer[0-9]+_left_after_destroy[0-9]+$"))
+	| .value] | add // 0' "$dir/net.json")
 echo "  pages left on the peers after each pool destroy (all phases): $left"
 r=$(json ratio_repat_ping)
 r0=$(json ratio_repat_baseline)
@@ -181,6 +184,26 @@ printf '  %-60s %6s  %s\n' "<= 1.5 x one 4 KiB request/reply over the node's cli
 printf '  %-60s\n' "    relayed over the same TCP path to a peer (ramster_ping via the node)"
 echo "  for reference, against bare echo servers in the bench's own process (unix + tcp):" \
 	"$r0; with echo server processes: $(j ratio_repat_baselinep)"
+# the holders' side: RAM their foreign stores hold (arena chunks with the page
+# records, 16-byte class slack and chunk tails; hash tables; object records)
+# over the compressed bytes they hold for alpha, read at the end of the run
+hold=$(jq -r '[to_entries[] | select(.key | test("^peer[0-9]+_foreign_(pages|bytes|ram)$"))]
+	| (map(select(.key | endswith("_pages")) | .value) | add // 0) as $pages
+	| (map(select(.key | endswith("_bytes")) | .value) | add // 0) as $bytes
+	| (map(select(.key | endswith("_ram")) | .value) | add // 0) as $ram
+	| if $bytes > 0 then "\($pages) \($bytes) \($ram) \($ram / $bytes * 1000 | round / 1000)"
+	  + " \($bytes / $pages * 10 | round / 10) \($ram / $pages * 10 | round / 10)" else "" end' \
+	"$dir/net.json")
+echo "holders (beta + gamma, at the end of the run):"
+if [ -n "$hold" ]; then
+	set -- $hold
+	echo "  $1 pages of alpha's held, $2 compressed bytes ($5 B a page), foreign store RAM $3 B" \
+		"($6 B a page)"
+	printf '  %-60s %6s  %s\n' "holder RAM <= 1.2 x the compressed bytes it holds" "$4" \
+		"$(verdict "$4" 1.2)"
+else
+	echo "  n/a (the peers held nothing at the end)"
+fi
 if [ $rc -ne 0 ]; then
 	echo
 	die "ramster-netbench failed ($rc): $(j errors) errors (pages read back wrong or" \

@@ -12,7 +12,9 @@
 #   RAMSTER_BENCH_REPS   repetitions, medians reported (default 5)
 #   RAMSTER_BENCH_BIG    pages of the metadata run (default 1000000)
 #   RAMSTER_BENCH_CPU    pin daemon and bench to this CPU list (taskset), e.g. 0
+#   RAMSTER_BENCH_DICTS  dicts of the real-memory heap (default 300000)
 set -u
+command -v jq >/dev/null || { echo "$0: jq missing (tools/deps.sh installs it): the figures are read from JSON with it" >&2; exit 1; }
 
 bin=${1:-build/bin}
 pages=${RAMSTER_BENCH_PAGES:-50000}
@@ -63,9 +65,9 @@ for _ in $(seq 100); do
 done
 [ -S "$dir/sock" ] || die "ramsterd socket did not appear within 10 s"
 
-# json KEY FILE: a number from ramster-bench's one-line JSON ("" if absent)
+# json KEY FILE: a figure from ramster-bench's JSON report ("" if absent or null)
 json() {
-	sed -n "s/.*\"$1\": *\([-0-9.eE+]*\).*/\1/p" "$2"
+	jq -r --arg k "$1" '.[$k] // empty' "$2"
 }
 
 # run NAME ARGS...: one ramster-bench run, its JSON kept in $dir/NAME.json
@@ -150,9 +152,14 @@ echo "  (at $big pages: $(json inproc_putget_pps "$dir/big.json") put+get pages/
 	"RAM $(json inproc_ram_per_page "$dir/big.json") B/page," \
 	"compression $(json inproc_compression "$dir/big.json")x)"
 
+# ---- real memory against zram (tools/bench-real.sh) ----
+echo
+"$(dirname "$0")/bench-real.sh" "$bin" || exit 1
+
 # ---- the collective: repatriate, remotify, memcached (tools/bench-collective.sh) ----
 echo
 "$(dirname "$0")/bench-collective.sh" "$bin" || exit 1
 echo
 "$(dirname "$0")/bench-nbd.sh" "$bin" || exit 1 # the NBD frontend vs nbdkit memory
+"$(dirname "$0")/bench-far.sh" "$bin" || exit 1 # ramster-run vs a cgroup swapping to zram
 exit 0

@@ -2,23 +2,31 @@
 # Install the Debian packages ramster needs to build, test and demo, if any
 # is missing. Needs root (apt-get) only when something must be installed.
 # Usage: tools/deps.sh [--check]   (--check: list what is missing, exit 1 if any)
+# libsystemd-dev: sd_notify and the journal; scdoc builds the man pages; man-db
+# (man --warnings) and systemd (systemd-analyze verify) are for the tests of
+# them: installing the systemd package in a container only adds files, it
+# starts nothing (its postinst does not run systemd when it is not PID 1).
 set -euo pipefail
 
 pkgs=(
 	build-essential pkg-config clang
-	liblzo2-dev libev-dev libprotobuf-c-dev protobuf-c-compiler
+	liblzo2-dev liblz4-dev libev-dev libprotobuf-c-dev protobuf-c-compiler
 	libsodium-dev libinih-dev libcmocka-dev
 	libibverbs-dev librdmacm-dev
-	iproute2 procps psmisc memcached
+	libmicrohttpd-dev libjansson-dev python3-prometheus-client jq curl tmux
+	iproute2 procps psmisc memcached python3
 	libnbd-bin python3-libnbd nbdkit fio qemu-utils socat
-	passwd util-linux
+	libsystemd-dev scdoc man-db systemd
+	python3 coreutils util-linux passwd
+	libfaketime
 )
 
+# one dpkg query for all (make check and make demo run --check every time)
+installed=$(dpkg-query -W -f='${Package} ${Status}\n' "${pkgs[@]}" 2>/dev/null |
+	awk '$2 == "install" && $3 == "ok" && $4 == "installed" { print $1 }' || true)
 missing=()
 for p in "${pkgs[@]}"; do
-	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-		missing+=("$p")
-	fi
+	grep -qx -- "$p" <<<"$installed" || missing+=("$p")
 done
 
 if [ ${#missing[@]} -eq 0 ]; then

@@ -20,9 +20,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tools/jout.h"
+#include "tools/progress.h"
 #include "ramster.h"
 #include "tmem/compress.h"
 #include "tmem/tmem.h"
+#include "tmem/zalloc.h"
 #include "tmem/zcache.h"
 #include "tools/pagegen.h"
 
@@ -45,6 +48,8 @@ struct opts {
 	enum bench_data data;
 	uint64_t seed;
 	bool json;
+	enum zalloc_kind alloc;     /* inproc tier's allocator */
+	enum compress_algo algo;    /* inproc tier's compressor, and the bare baseline's */
 };
 
 /* What one mode measured, medians over the repetitions. */
@@ -57,7 +62,11 @@ struct result {
 	/* tier figures after the puts (last repetition) */
 	bool have_tier;
 	uint64_t pages, stored, zero, cbytes, frames, meta;
+	double paired_ratio;     /* inproc with lzo: median of each repetition's ratio */
 };
+
+/* Zero-filled pages of the data (they take no frame in the tier, nor in zram). */
+static uint64_t zero_distinct;
 
 static struct opts o = {
 	.pages = 100000,
@@ -175,9 +184,8 @@ static int data_load(void)
 			fprintf(stderr, "ramster-bench: %s: %s\n", o.file, strerror(errno));
 			return -errno;
 		}
+		/* every page of a file is its own (no DISTINCT_MAX: a dump is measured whole) */
 		distinct = (uint64_t)st.st_size / PAGE;
-		if (distinct > DISTINCT_MAX)
-			distinct = DISTINCT_MAX;
 		if (distinct > o.pages)
 			distinct = o.pages;
 		if (!distinct) {
@@ -195,6 +203,8 @@ static int data_load(void)
 			got += (size_t)n;
 		close(fd);
 		distinct = got / PAGE;
+		for (i = 0; i < distinct; i++)
+			zero_distinct += compress_page_is_zero(data + i * PAGE);
 		return distinct ? 0 : -EIO;
 	}
 	distinct = o.pages < DISTINCT_MAX ? o.pages : DISTINCT_MAX;
@@ -242,36 +252,46 @@ static uint32_t index_of(uint64_t i)
 
 /* ---- lzo: the baseline ----------------------------------------------------------- */
 
+/*
+ * One repetition of the baseline: compress and decompress every page, timing
+ * each. t: o.pages doubles of scratch. @return pages/s, with *p50 (us) set.
+ */
+static double lzo_rep(struct result *res, double *t, double *p50)
+{
+	unsigned char dst[COMPRESS_BOUND], back[PAGE];
+	double sum = 0, t0, t1;
+	uint64_t i;
+
+	for (i = 0; i < o.pages; i++) {
+		const unsigned char *p = page_of(i);
+		int len, rc;
+
+		t0 = now();
+		len = compress_page_algo(o.algo, p, dst);
+		rc = len > 0 ? compress_unpage_algo(o.algo, dst, (size_t)len, back) : len;
+		t1 = now();
+		t[i] = (t1 - t0) * 1e6;
+		sum += t1 - t0;
+		if (rc || memcmp(back, p, PAGE))
+			res->errors++;
+	}
+	*p50 = quantile(t, o.pages, 0.5);
+	return (double)o.pages / sum;
+}
+
 static int run_lzo(struct result *res)
 {
 	double pps[REPS_MAX], lat[REPS_MAX], *t = malloc(o.pages * sizeof(double));
-	unsigned char dst[COMPRESS_BOUND], back[PAGE];
 	unsigned rep;
-	uint64_t i;
 
 	if (!t)
 		return -ENOMEM;
-	if (compress_init())
+	if (compress_init()) {
+		free(t);
 		return -EINVAL;
-	for (rep = 0; rep < o.reps; rep++) {
-		double sum = 0, t0, t1;
-
-		for (i = 0; i < o.pages; i++) {
-			const unsigned char *p = page_of(i);
-			int len, rc;
-
-			t0 = now();
-			len = compress_page(p, dst);
-			rc = len > 0 ? compress_unpage(dst, (size_t)len, back) : len;
-			t1 = now();
-			t[i] = (t1 - t0) * 1e6;
-			sum += t1 - t0;
-			if (rc || memcmp(back, p, PAGE))
-				res->errors++;
-		}
-		pps[rep] = (double)o.pages / sum;
-		lat[rep] = quantile(t, o.pages, 0.5);
 	}
+	for (rep = 0; rep < o.reps; rep++)
+		pps[rep] = lzo_rep(res, t, &lat[rep]);
 	res->ran = true;
 	res->putget_pps = median(pps, o.reps);
 	res->put_p50 = median(lat, o.reps);
@@ -393,6 +413,7 @@ static int measure(struct target *t, struct rep_figures *f, double *lat,
 	int *results = malloc(o.batch * sizeof(int));
 	uint64_t i, k;
 	double t0, t1;
+	struct progress pg; /* on stderr, outside the timed calls */
 	int rc = 0;
 
 	if (!buf || !results) {
@@ -400,6 +421,7 @@ static int measure(struct target *t, struct rep_figures *f, double *lat,
 		goto out;
 	}
 	memset(f, 0, sizeof(*f));
+	progress_start(&pg, stderr, "ramster-bench", 2 * o.pages);
 	for (i = 0; i < o.pages; i += o.batch, c++) {
 		size_t n = o.pages - i < o.batch ? (size_t)(o.pages - i) : o.batch;
 
@@ -410,6 +432,7 @@ static int measure(struct target *t, struct rep_figures *f, double *lat,
 			goto out;
 		f->put_s += t1 - t0;
 		lat[c] = (t1 - t0) * 1e6 / (double)n;
+		progress_set(&pg, i + n, "pages: puts of rep %u/%u", t->rep + 1, o.reps);
 	}
 	f->put_p50 = quantile(lat, calls, 0.5);
 	f->put_p99 = quantile(lat, calls, 0.99);
@@ -432,7 +455,9 @@ static int measure(struct target *t, struct rep_figures *f, double *lat,
 			if (results[k] || memcmp(buf + k * PAGE, page_of(i + k), PAGE))
 				f->errors++;
 		}
+		progress_set(&pg, o.pages + i + n, "pages: gets of rep %u/%u", t->rep + 1, o.reps);
 	}
+	progress_end(&pg, 2 * o.pages, "pages: rep %u/%u", t->rep + 1, o.reps);
 	f->get_p50 = quantile(lat, calls, 0.5);
 	f->get_p99 = quantile(lat, calls, 0.99);
 out:
@@ -492,8 +517,16 @@ static void inproc_after_puts(struct target *t)
 	inproc_res->meta = zs.meta_bytes;
 }
 
-static int run_inproc(struct result *res)
+/*
+ * One tier for every repetition, as a daemon's lives: each repetition puts
+ * into a fresh pool and destroys it, so the frames the first one faulted in
+ * are reused by the next (the medians are a warm tier's; the first fill's
+ * page faults are in the first repetition only).
+ */
+static int run_inproc(struct result *res, struct result *pair)
 {
+	double pair_pps[REPS_MAX], pair_lat[REPS_MAX], ratios[REPS_MAX];
+	double *scratch = pair ? malloc(o.pages * sizeof(double)) : NULL;
 	struct rep_figures f[REPS_MAX];
 	struct zcache_config cfg = { 0 };
 	size_t calls = (size_t)((o.pages + o.batch - 1) / o.batch);
@@ -502,31 +535,49 @@ static int run_inproc(struct result *res)
 	unsigned rep;
 	int rc = 0;
 
-	if (!lat)
+	if (!lat || (pair && !scratch)) {
+		free(lat);
+		free(scratch);
 		return -ENOMEM;
+	}
 	cfg.local_mb = o.local_mb ? o.local_mb : o.pages * PAGE / (1024 * 1024) + 16;
+	cfg.allocator = o.alloc;
+	cfg.compressor = o.algo;
 	inproc_res = res;
+	t.z = zcache_create(&cfg);
+	if (!t.z) {
+		rc = -errno;
+		fprintf(stderr, "ramster-bench: zcache_create: %s\n", strerror(errno));
+		free(lat);
+		free(scratch);
+		return rc;
+	}
+	t.tm = zcache_tmem(t.z);
 	for (rep = 0; rep < o.reps && !rc; rep++) {
 		t.rep = rep;
-		t.z = zcache_create(&cfg);
-		if (!t.z) {
-			rc = -errno;
-			fprintf(stderr, "ramster-bench: zcache_create: %s\n", strerror(errno));
-			break;
-		}
-		t.tm = zcache_tmem(t.z);
+		if (pair) /* the baseline right before, under the same load */
+			pair_pps[rep] = lzo_rep(pair, scratch, &pair_lat[rep]);
 		rc = tmem_pool_new(t.tm, TMEM_PERSISTENT);
-		if (rc >= 0) {
-			t.tpool = (uint32_t)rc;
-			rc = measure(&t, &f[rep], lat,
-				     rep + 1 == o.reps ? inproc_after_puts : NULL);
-		}
-		zcache_destroy(t.z);
+		if (rc < 0)
+			break;
+		t.tpool = (uint32_t)rc;
+		rc = measure(&t, &f[rep], lat, rep + 1 == o.reps ? inproc_after_puts : NULL);
+		tmem_pool_destroy(t.tm, t.tpool);
+		if (pair && rc >= 0)
+			ratios[rep] = (double)o.pages / (f[rep].put_s + f[rep].get_s) / pair_pps[rep];
 	}
+	zcache_destroy(t.z);
 	free(lat);
+	free(scratch);
 	if (rc < 0)
 		return rc;
 	summarize(res, f, o.reps);
+	if (pair) {
+		pair->ran = true;
+		pair->putget_pps = median(pair_pps, o.reps);
+		pair->put_p50 = median(pair_lat, o.reps);
+		res->paired_ratio = median(ratios, o.reps);
+	}
 	return 0;
 }
 
@@ -656,9 +707,10 @@ static void print_text(const struct result *lzo, const struct result *in, const 
 	const char *names[] = { "inproc", "daemon" };
 	unsigned i;
 
-	printf("ramster-bench: %llu pages of %s data (%llu distinct), batch %u, medians of %u\n",
+	printf("ramster-bench: %llu pages of %s data (%llu distinct), batch %u, medians of %u; "
+	       "inproc tier: %s, %s\n",
 	       (unsigned long long)o.pages, data_name(o.data), (unsigned long long)distinct,
-	       o.batch, o.reps);
+	       o.batch, o.reps, zalloc_ops(o.alloc)->name, compress_algo_name(o.algo));
 	printf("%-7s %11s %11s %11s %17s %17s %8s\n", "mode", "put/s", "get/s", "put+get/s",
 	       "put p50/p99 us", "get p50/p99 us", "refused");
 	if (lzo->ran)
@@ -679,13 +731,18 @@ static void print_text(const struct result *lzo, const struct result *in, const 
 		if (!r->ran || !r->have_tier)
 			continue;
 		printf("%-7s tier: %llu pages (%llu compressed, %llu zero), compression %.2fx, "
-		       "RAM %.0f B/page, metadata %.1f B/page\n",
+		       "%.2f pages/frame, RAM %.0f B/page, metadata %.1f B/page\n",
 		       names[i], (unsigned long long)r->pages, (unsigned long long)r->stored,
-		       (unsigned long long)r->zero, ratio(r), ram_per_page(r), meta_per_page(r));
+		       (unsigned long long)r->zero, ratio(r),
+		       r->frames ? (double)r->stored / (double)r->frames : 0, ram_per_page(r),
+		       meta_per_page(r));
 	}
 	if (lzo->ran && lzo->putget_pps > 0) {
 		if (in->ran)
-			printf("ratio inproc/lzo %.2f\n", in->putget_pps / lzo->putget_pps);
+			printf("ratio inproc/lzo %.2f (median of paired repetitions; from op "
+			       "medians: %.2f)\n",
+			       in->paired_ratio,
+			       lzo->put_p50 / (in->put_p50 + in->get_p50));
 		if (dm->ran)
 			printf("ratio daemon/lzo %.2f\n", dm->putget_pps / lzo->putget_pps);
 	}
@@ -694,40 +751,59 @@ static void print_text(const struct result *lzo, const struct result *in, const 
 		       (unsigned long long)(lzo->errors + in->errors + dm->errors));
 }
 
-static void json_mode(const char *name, const struct result *r)
+static void json_mode(struct jout *j, const char *name, const struct result *r)
 {
-	printf(", \"%s_put_pps\": %.0f, \"%s_get_pps\": %.0f, \"%s_putget_pps\": %.0f", name,
-	       r->put_pps, name, r->get_pps, name, r->putget_pps);
-	printf(", \"%s_put_p50_us\": %.3f, \"%s_put_p99_us\": %.3f", name, r->put_p50, name,
-	       r->put_p99);
-	printf(", \"%s_get_p50_us\": %.3f, \"%s_get_p99_us\": %.3f", name, r->get_p50, name,
-	       r->get_p99);
-	printf(", \"%s_refused\": %llu, \"%s_errors\": %llu", name, (unsigned long long)r->refused,
-	       name, (unsigned long long)r->errors);
-	if (r->have_tier)
-		printf(", \"%s_pages\": %llu, \"%s_compression\": %.3f, \"%s_ram_per_page\": %.1f"
-		       ", \"%s_meta_per_page\": %.2f",
-		       name, (unsigned long long)r->pages, name, ratio(r), name, ram_per_page(r),
-		       name, meta_per_page(r));
+	jout_round(j, r->put_pps, "%s_put_pps", name);
+	jout_round(j, r->get_pps, "%s_get_pps", name);
+	jout_round(j, r->putget_pps, "%s_putget_pps", name);
+	jout_real(j, r->put_p50, "%s_put_p50_us", name);
+	jout_real(j, r->put_p99, "%s_put_p99_us", name);
+	jout_real(j, r->get_p50, "%s_get_p50_us", name);
+	jout_real(j, r->get_p99, "%s_get_p99_us", name);
+	jout_uint(j, r->refused, "%s_refused", name);
+	jout_uint(j, r->errors, "%s_errors", name);
+	if (r->have_tier) {
+		jout_uint(j, r->pages, "%s_pages", name);
+		jout_real(j, ratio(r), "%s_compression", name);
+		jout_real(j, ram_per_page(r), "%s_ram_per_page", name);
+		jout_real(j, meta_per_page(r), "%s_meta_per_page", name);
+		jout_real(j, r->frames ? (double)r->stored / (double)r->frames : 0,
+			  "%s_pages_per_frame", name);
+		jout_real(j, r->stored ? (double)r->cbytes / (double)r->stored : 0,
+			  "%s_cbytes_per_page", name);
+	}
 }
 
+/* The report as one line of JSON (jansson), for tools/bench.sh. */
 static void print_json(const struct result *lzo, const struct result *in, const struct result *dm)
 {
-	printf("{\"pages\": %llu, \"data\": \"%s\", \"distinct\": %llu, \"batch\": %u, \"reps\": %u",
-	       (unsigned long long)o.pages, data_name(o.data), (unsigned long long)distinct,
-	       o.batch, o.reps);
-	if (lzo->ran)
-		printf(", \"lzo_pps\": %.0f, \"lzo_p50_us\": %.3f, \"lzo_errors\": %llu",
-		       lzo->putget_pps, lzo->put_p50, (unsigned long long)lzo->errors);
+	struct jout *j = jout_new();
+
+	jout_uint(j, o.pages, "pages");
+	jout_str(j, data_name(o.data), "data");
+	jout_uint(j, distinct, "distinct");
+	jout_uint(j, o.batch, "batch");
+	jout_uint(j, o.reps, "reps");
+	jout_str(j, zalloc_ops(o.alloc)->name, "alloc");
+	jout_str(j, compress_algo_name(o.algo), "compressor");
+	jout_uint(j, zero_distinct, "zero_distinct");
+	if (lzo->ran) {
+		jout_round(j, lzo->putget_pps, "lzo_pps");
+		jout_real(j, lzo->put_p50, "lzo_p50_us");
+		jout_uint(j, lzo->errors, "lzo_errors");
+	}
 	if (in->ran)
-		json_mode("inproc", in);
+		json_mode(j, "inproc", in);
 	if (dm->ran)
-		json_mode("daemon", dm);
+		json_mode(j, "daemon", dm);
 	if (lzo->ran && in->ran)
-		printf(", \"ratio_inproc_lzo\": %.3f", in->putget_pps / lzo->putget_pps);
+		jout_real(j, in->paired_ratio, "ratio_inproc_lzo");
+	/* the same ratio from the medians of single ops: blind to preemption on a busy machine */
+	if (lzo->ran && in->ran && in->put_p50 + in->get_p50 > 0)
+		jout_real(j, lzo->put_p50 / (in->put_p50 + in->get_p50), "ratio_inproc_lzo_p50");
 	if (lzo->ran && dm->ran)
-		printf(", \"ratio_daemon_lzo\": %.3f", dm->putget_pps / lzo->putget_pps);
-	printf("}\n");
+		jout_real(j, dm->putget_pps / lzo->putget_pps, "ratio_daemon_lzo");
+	jout_print(j);
 }
 
 /* ---- main ------------------------------------------------------------------------ */
@@ -738,12 +814,16 @@ static void usage(FILE *f)
 		"usage: ramster-bench [--socket PATH] [--pages N] [--data zero|random|text|mixed]\n"
 		"                     [--file F] [--batch B] [--mode daemon|inproc|lzo|all[,...]]\n"
 		"                     [--local-mb N] [--reps R] [--obj-pages P] [--seed S] [--json]\n"
+		"                     [--alloc dense|zbud] [--compressor lzo|lz4]\n"
 		"Puts then gets N pages and verifies them; prints pages/s (medians of R runs),\n"
 		"latency per op, compression and RAM per stored page, and ratios to bare LZO.\n"
 		"  --socket PATH  the daemon's socket (default $RAMSTER_SOCKET, then the default)\n"
 		"  --file F       pages from F (e.g. a memory dump) instead of a generator\n"
 		"  --batch B      pages a call to the daemon (1: single calls; else putv/getv)\n"
-		"  --local-mb N   the inproc tier's budget (default: every page raw fits)\n");
+		"  --local-mb N   the inproc tier's budget (default: every page raw fits)\n"
+		"  --alloc A      the inproc tier's allocator (default dense)\n"
+		"  --compressor C the inproc tier's compressor and the bare baseline's\n"
+		"                 (default lzo; the JSON keys keep lzo_* for the baseline)\n");
 }
 
 static bool parse_u64(const char *s, uint64_t *v, uint64_t min, uint64_t max)
@@ -794,13 +874,15 @@ static int parse_args(int argc, char **argv)
 		{ "obj-pages", required_argument, NULL, 'o' },
 		{ "seed", required_argument, NULL, 'S' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "alloc", required_argument, NULL, 'A' },
+		{ "compressor", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	uint64_t v;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "s:n:d:f:b:m:l:r:o:S:jh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:n:d:f:b:m:l:r:o:S:jhA:C:", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			o.socket = optarg;
@@ -855,6 +937,14 @@ static int parse_args(int argc, char **argv)
 		case 'j':
 			o.json = true;
 			break;
+		case 'A':
+			if (zalloc_parse(optarg, &o.alloc))
+				goto bad;
+			break;
+		case 'C':
+			if (compress_algo_parse(optarg, &o.algo))
+				goto bad;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -885,9 +975,11 @@ int main(int argc, char **argv)
 		return 2;
 	if (data_load() < 0)
 		return 1;
-	if ((o.modes & MODE_LZO) && run_lzo(&lzo) < 0)
+	/* with inproc, each lzo repetition runs right before the inproc one it is compared with */
+	if ((o.modes & MODE_LZO) && !(o.modes & MODE_INPROC) && run_lzo(&lzo) < 0)
 		rc = 1;
-	if ((o.modes & MODE_INPROC) && run_inproc(&in) < 0)
+	if ((o.modes & MODE_INPROC) &&
+	    run_inproc(&in, (o.modes & MODE_LZO) && compress_init() == 0 ? &lzo : NULL) < 0)
 		rc = 1;
 	if ((o.modes & MODE_DAEMON) && run_daemon(&dm) < 0)
 		rc = 1;

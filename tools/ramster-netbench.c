@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tools/jout.h"
 #include "ramster.h"
 #include "tools/pagegen.h"
 
@@ -208,6 +209,7 @@ enum stat_id {
 	ST_FRAMES, ST_BUDGET, ST_ZOMBIES, ST_STORED, ST_CBYTES, ST_REMOTE_PAGES, ST_REMOTIFIED,
 	ST_REPATRIATED, ST_BROUGHT_HOME, ST_REMOTE_GETS, ST_PLACED, ST_FAILED, ST_NO_TARGET,
 	ST_ROOM_WAITS, ST_ROOM_REFUSED, ST_GET_LOST, ST_REMOTE_LOST, ST_FOREIGN, ST_FLUSH_DROPPED,
+	ST_FOREIGN_BYTES, ST_FOREIGN_RAM,
 	ST_N
 };
 
@@ -230,6 +232,8 @@ static const char *const stat_names[ST_N] = {
 	[ST_GET_LOST] = "remote_get_lost",
 	[ST_REMOTE_LOST] = "tier_remote_lost",
 	[ST_FOREIGN] = "foreign_pages",
+	[ST_FOREIGN_BYTES] = "foreign_bytes",
+	[ST_FOREIGN_RAM] = "foreign_ram",
 	[ST_FLUSH_DROPPED] = "remote_flushes_dropped",
 };
 
@@ -957,6 +961,7 @@ struct report {
 	unsigned usage_measured;
 	struct snap measured, final; /* before and after the rounds */
 	uint64_t peer_foreign[PEERS_MAX];
+	uint64_t peer_bytes[PEERS_MAX], peer_ram[PEERS_MAX]; /* the holders' side, at the end */
 	uint64_t leaked[REPS_MAX][PEERS_MAX]; /* foreign pages left after a pool destroy */
 	bool mc_ran;
 	uint64_t mc_misses;
@@ -1066,67 +1071,75 @@ static void print_text(const struct report *rp)
 		       (unsigned long long)errors);
 }
 
+/* The report as one line of JSON (jansson), for tools/bench-collective.sh. */
 static void print_json(const struct report *rp)
 {
 	double base50 = baseline(rp, false, false);
+	struct jout *j = jout_new();
 	unsigned i, k;
 
-	printf("{\"pages\": %llu, \"put_batch\": %u, \"rounds\": %u, \"iters\": %u",
-	       (unsigned long long)rp->pages, o.put_batch, o.rounds, o.iters);
+	jout_uint(j, rp->pages, "pages");
+	jout_uint(j, o.put_batch, "put_batch");
+	jout_uint(j, o.rounds, "rounds");
+	jout_uint(j, o.iters, "iters");
 	for (i = 0; i < P_N; i++)
-		if (rp->s[i].n)
-			printf(", \"%s_p50_us\": %.2f, \"%s_p99_us\": %.2f, \"%s_calls\": %llu",
-			       path_key[i], series_p50(&rp->s[i]), path_key[i],
-			       series_p99(&rp->s[i]), path_key[i],
-			       (unsigned long long)rp->s[i].calls);
-	printf(", \"baseline_p50_us\": %.2f, \"baseline_p99_us\": %.2f", base50,
-	       baseline(rp, false, true));
-	printf(", \"ratio_repat_baseline\": %.3f", ratio_of(p50_of(rp, P_REPAT), base50));
+		if (rp->s[i].n) {
+			jout_real(j, series_p50(&rp->s[i]), "%s_p50_us", path_key[i]);
+			jout_real(j, series_p99(&rp->s[i]), "%s_p99_us", path_key[i]);
+			jout_uint(j, rp->s[i].calls, "%s_calls", path_key[i]);
+		}
+	jout_real(j, base50, "baseline_p50_us");
+	jout_real(j, baseline(rp, false, true), "baseline_p99_us");
+	jout_real(j, ratio_of(p50_of(rp, P_REPAT), base50), "ratio_repat_baseline");
 	if (rp->s[P_PINGP].n)
-		printf(", \"ratio_repat_ping\": %.3f", ratio_of(p50_of(rp, P_REPAT), p50_of(rp, P_PINGP)));
-	if (baseline(rp, true, false) > 0)
-		printf(", \"baselinep_p50_us\": %.2f, \"baselinep_p99_us\": %.2f"
-		       ", \"ratio_repat_baselinep\": %.3f",
-		       baseline(rp, true, false), baseline(rp, true, true),
-		       ratio_of(p50_of(rp, P_REPAT), baseline(rp, true, false)));
-	printf(", \"repat_gets\": %llu, \"repat_remote\": %llu, \"repat_remote_frac\": %.4f"
-	       ", \"brought_home\": %llu, \"get_failed\": %llu, \"usage_measured_pct\": %u",
-	       (unsigned long long)rp->rg.gets, (unsigned long long)rp->rg.remote,
-	       frac(rp->rg.remote, rp->rg.gets), (unsigned long long)(rp->rg.brought_home +
-								      rp->lg.brought_home),
-	       (unsigned long long)(rp->rg.failed + rp->lg.failed), rp->usage_measured);
-	printf(", \"local_gets\": %llu, \"local_local_frac\": %.4f",
-	       (unsigned long long)rp->lg.gets, frac(rp->lg.local, rp->lg.gets));
-	if (rp->mc_ran)
-		printf(", \"ratio_repat_mc\": %.3f, \"ratio_local_mc\": %.3f, \"mc_misses\": %llu",
-		       ratio_of(p50_of(rp, P_REPAT), p50_of(rp, P_MC)),
-		       ratio_of(p50_of(rp, P_LOCAL), p50_of(rp, P_MC)),
-		       (unsigned long long)rp->mc_misses);
-	printf(", \"put_pps\": %.0f, \"put_full_pps\": %.0f, \"remotify_pps\": %.0f"
-	       ", \"remotify_phase_pps\": %.0f, \"settle_s\": %.3f",
-	       PUT_MED(rp, put_pps), PUT_MED(rp, full_pps), PUT_MED(rp, remotify_pps),
-	       PUT_MED(rp, remotify_phase_pps), PUT_MED(rp, settle_s));
-	printf(", \"usage_put_end_pct\": %u, \"usage_settled_pct\": %u, \"usage_after_pct\": %u"
-	       ", \"remotified_during_gets\": %llu",
-	       rp->put[rp->nput - 1].usage_end, rp->put[rp->nput - 1].usage_settled,
-	       usage_pct(&rp->final),
-	       (unsigned long long)(rp->final.v[ST_REMOTIFIED] - rp->measured.v[ST_REMOTIFIED]));
-	printf(", \"put_refused\": %llu, \"room_refused\": %llu",
-	       (unsigned long long)rp->put[rp->nput - 1].refused,
-	       (unsigned long long)rp->put[rp->nput - 1].room_refused);
-	printf(", \"remote_pages\": %llu, \"compression\": %.3f",
-	       (unsigned long long)rp->final.v[ST_REMOTE_PAGES],
-	       rp->final.v[ST_CBYTES] ? (double)rp->final.v[ST_STORED] * PAGE /
-					    (double)rp->final.v[ST_CBYTES]
-				      : 0);
-	for (k = 0; k < o.npeers; k++)
-		printf(", \"peer%u_foreign_pages\": %llu", k + 1,
-		       (unsigned long long)rp->peer_foreign[k]);
+		jout_real(j, ratio_of(p50_of(rp, P_REPAT), p50_of(rp, P_PINGP)), "ratio_repat_ping");
+	if (baseline(rp, true, false) > 0) {
+		jout_real(j, baseline(rp, true, false), "baselinep_p50_us");
+		jout_real(j, baseline(rp, true, true), "baselinep_p99_us");
+		jout_real(j, ratio_of(p50_of(rp, P_REPAT), baseline(rp, true, false)),
+			  "ratio_repat_baselinep");
+	}
+	jout_uint(j, rp->rg.gets, "repat_gets");
+	jout_uint(j, rp->rg.remote, "repat_remote");
+	jout_real(j, frac(rp->rg.remote, rp->rg.gets), "repat_remote_frac");
+	jout_uint(j, rp->rg.brought_home + rp->lg.brought_home, "brought_home");
+	jout_uint(j, rp->rg.failed + rp->lg.failed, "get_failed");
+	jout_uint(j, rp->usage_measured, "usage_measured_pct");
+	jout_uint(j, rp->lg.gets, "local_gets");
+	jout_real(j, frac(rp->lg.local, rp->lg.gets), "local_local_frac");
+	if (rp->mc_ran) {
+		jout_real(j, ratio_of(p50_of(rp, P_REPAT), p50_of(rp, P_MC)), "ratio_repat_mc");
+		jout_real(j, ratio_of(p50_of(rp, P_LOCAL), p50_of(rp, P_MC)), "ratio_local_mc");
+		jout_uint(j, rp->mc_misses, "mc_misses");
+	}
+	jout_round(j, PUT_MED(rp, put_pps), "put_pps");
+	jout_round(j, PUT_MED(rp, full_pps), "put_full_pps");
+	jout_round(j, PUT_MED(rp, remotify_pps), "remotify_pps");
+	jout_round(j, PUT_MED(rp, remotify_phase_pps), "remotify_phase_pps");
+	jout_real(j, PUT_MED(rp, settle_s), "settle_s");
+	jout_uint(j, rp->put[rp->nput - 1].usage_end, "usage_put_end_pct");
+	jout_uint(j, rp->put[rp->nput - 1].usage_settled, "usage_settled_pct");
+	jout_uint(j, usage_pct(&rp->final), "usage_after_pct");
+	jout_uint(j, rp->final.v[ST_REMOTIFIED] - rp->measured.v[ST_REMOTIFIED],
+		  "remotified_during_gets");
+	jout_uint(j, rp->put[rp->nput - 1].refused, "put_refused");
+	jout_uint(j, rp->put[rp->nput - 1].room_refused, "room_refused");
+	jout_uint(j, rp->final.v[ST_REMOTE_PAGES], "remote_pages");
+	jout_real(j,
+		  rp->final.v[ST_CBYTES] ? (double)rp->final.v[ST_STORED] * PAGE /
+					       (double)rp->final.v[ST_CBYTES]
+					 : 0,
+		  "compression");
+	for (k = 0; k < o.npeers; k++) {
+		jout_uint(j, rp->peer_foreign[k], "peer%u_foreign_pages", k + 1);
+		jout_uint(j, rp->peer_bytes[k], "peer%u_foreign_bytes", k + 1);
+		jout_uint(j, rp->peer_ram[k], "peer%u_foreign_ram", k + 1);
+	}
 	for (i = 0; i + 1 < rp->nput; i++)
 		for (k = 0; k < o.npeers; k++)
-			printf(", \"peer%u_left_after_destroy%u\": %llu", k + 1, i + 1,
-			       (unsigned long long)rp->leaked[i][k]);
-	printf(", \"errors\": %llu}\n", (unsigned long long)errors);
+			jout_uint(j, rp->leaked[i][k], "peer%u_left_after_destroy%u", k + 1, i + 1);
+	jout_uint(j, errors, "errors");
+	jout_print(j);
 }
 
 /* ---- the run ----------------------------------------------------------------------- */
@@ -1147,6 +1160,24 @@ static void peers_foreign(uint64_t *out)
 		struct snap sn;
 
 		out[k] = p && !snap_read(p, &sn) ? sn.v[ST_FOREIGN] : 0;
+		ramster_close(p);
+	}
+}
+
+/* foreign_bytes and foreign_ram of each peer (0 if unreachable): RAM a held page costs. */
+static void peers_holding(uint64_t *bytes, uint64_t *ram)
+{
+	unsigned k;
+
+	for (k = 0; k < o.npeers; k++) {
+		ramster *p = ramster_open(o.peer_socket[k]);
+		struct snap sn;
+
+		bytes[k] = ram[k] = 0;
+		if (p && !snap_read(p, &sn)) {
+			bytes[k] = sn.v[ST_FOREIGN_BYTES];
+			ram[k] = sn.v[ST_FOREIGN_RAM];
+		}
 		ramster_close(p);
 	}
 }
@@ -1388,6 +1419,7 @@ static int run(const char *dir, struct report *rp)
 	}
 	rc = snap_read(r, &rp->final);
 	peers_foreign(rp->peer_foreign);
+	peers_holding(rp->peer_bytes, rp->peer_ram);
 out:
 	mc_stop(&m);
 	for (e = 0; e < P_REPAT; e++)

@@ -67,6 +67,7 @@ static void fuzz_init(void)
 	fuzz_add_req(RAMSTER__OP__OP_STATUS, 0);
 	fuzz_add_req(RAMSTER__OP__OP_POOLS, 0);
 	fuzz_add_req(RAMSTER__OP__OP_DRAIN, 0);
+	fuzz_add_req(RAMSTER__OP__OP_RELOAD, 0);
 }
 
 /* Touch every byte the decoded request points at, so ASan sees any stray pointer. */

@@ -75,6 +75,8 @@ static void remove_dir(const char *dir)
 	struct dirent *e;
 	DIR *d;
 
+	if (getenv("RAMSTER_TEST_KEEP") && *getenv("RAMSTER_TEST_KEEP"))
+		return; /* debugging: keep the daemons' logs */
 	d = opendir(dir);
 	if (d) {
 		while ((e = readdir(d))) {

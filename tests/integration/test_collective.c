@@ -39,6 +39,9 @@
 #define NODES_MAX 4
 #define HEARTBEAT_MS (50 * SLOW)
 #define DEAD_MS (500 * SLOW)
+/* how long a get rides out an unreachable holder (from the start of its
+ * silence): a load stall of this machine must not fail gets */
+#define TIMEOUT_MS (4 * DEAD_MS)
 
 /* Nodes in the collective and copies of a page: 3 and 1 but for the
  * replication tests (setup_replicated). */
@@ -50,6 +53,9 @@ static int LOCAL_MB = 4;        /* node 1's tier: 1024 frames */
 static int SLOW = 1;
 static const char *NET = "127.0.0.";
 static const char *TRANSPORT = "tcp";
+/* the nodes' tier (RAMSTER_TEST_ALLOCATOR, RAMSTER_TEST_COMPRESSOR): any mix works */
+static const char *ALLOCATOR = "dense";
+static const char *COMPRESSOR = "lzo";
 
 static const char *transport_of(int n)
 {
@@ -100,14 +106,14 @@ static void write_conf(struct coll *c, int i, const char *cluster, const char *k
 
 	assert_non_null(f);
 	fprintf(f, "[cluster]\nname = %s\nsecret_file = %s\nheartbeat_ms = %d\ndead_after_ms = %d\n"
-		   "replicas = %d\n",
-		cluster, key, HEARTBEAT_MS, DEAD_MS, REPLICAS);
+		   "request_timeout_ms = %d\nreplicas = %d\n",
+		cluster, key, HEARTBEAT_MS, DEAD_MS, TIMEOUT_MS, REPLICAS);
 	for (n = 0; n < NODES; n++)
 		fprintf(f,
 			"\n[node %s]\nid = %d\naddress = %s%d:%d\ntransport = %s\nlocal_mb = %d\n"
-			"donate_mb = %d\n",
+			"donate_mb = %d\nallocator = %s\ncompressor = %s\n",
 			names[n], n + 1, NET, n + 1, c->port + n, transport_of(n),
-			n == 0 ? LOCAL_MB : 64, n == 0 ? 16 : 128);
+			n == 0 ? LOCAL_MB : 64, n == 0 ? 16 : 128, ALLOCATOR, COMPRESSOR);
 	fclose(f);
 }
 
@@ -443,8 +449,12 @@ static void test_kill_peer(void **state)
 	assert_int_equal(misses, 0);
 	assert_int_equal(lost, on_gamma);          /* exactly its pages: -EIO */
 	assert_int_equal(hits + lost, BIG);
-	/* no get waited longer than dead_after_ms + 1 s (the first waits for detection) */
-	assert_true(took < (uint64_t)(DEAD_MS + 1000 + 2000 * SLOW));
+	/* issue 11: a silent holder is unreachable, not dead: gets of its pages wait
+	 * for it until request_timeout_ms after its silence began, then fail at
+	 * once (before: until dead_after_ms, when it was declared dead). Printed,
+	 * not judged (no wall-clock pass/fail in make check). */
+	printf("read-back after the kill: %llu ms for %llu pages (request_timeout_ms %d)\n",
+	       (unsigned long long)took, (unsigned long long)BIG, TIMEOUT_MS);
 	assert_true(harness_alive(&c->h[0]) && harness_alive(&c->h[1]));
 	/* get-get: a lost page stays lost */
 	get_all(r, pool, BIG, 4, &hits, &misses, &lost);
@@ -513,6 +523,54 @@ static void test_link_reset_loses_nothing(void **state)
 	assert_int_equal(hits, BIG);
 	assert_int_equal(wait_peers_up(c, 0, 2, 5000 * SLOW), 0);
 	assert_int_equal(ramster_pool_destroy(r, pool), 0);
+	ramster_close(r);
+}
+
+static int wait_stat(struct coll *c, int i, const char *name, uint64_t want, unsigned ms);
+
+/*
+ * A holder stopped past dead_after_ms is unreachable, not dead: nothing is
+ * dropped on either side. What the owner flushes meanwhile is owed to it and
+ * sent when it is back (same incarnation): it then keeps exactly what the
+ * owner still names, and every page reads back.
+ */
+static void test_paused_holder_keeps_pages(void **state)
+{
+	struct coll *c = *state;
+	ramster *r = harness_connect(&c->h[0]);
+	uint64_t hits, misses, lost, on_gamma;
+	int pool = ramster_pool_new(r, RAMSTER_PERSISTENT, NULL);
+	int gone = ramster_pool_new(r, RAMSTER_PERSISTENT, NULL);
+
+	assert_true(pool >= 0 && gone >= 0);
+	put_all(r, pool, BIG / 2, 14);
+	put_all(r, gone, BIG / 2, 15);
+	wait_counts_match(c, 5000 * SLOW);
+	on_gamma = stat_of(c, 2, "foreign_pages");
+	assert_true(on_gamma > 0);
+	assert_int_equal(kill(c->h[2].pid, SIGSTOP), 0);
+	assert_int_equal(wait_stat(c, 0, "cluster_peers_unreachable", 1, 5000 * SLOW), 0);
+	/* meanwhile the owner drops a pool: gamma is owed its flush */
+	assert_int_equal(ramster_pool_destroy(r, gone), 0);
+	usleep(200000);
+	assert_true(stat_of(c, 0, "remote_flushes_logged") > 0);
+	assert_int_equal(stat_of(c, 0, "remote_owner_drops"), 0);
+	assert_int_equal(stat_of(c, 1, "remote_owner_drops"), 0);
+	assert_int_equal(kill(c->h[2].pid, SIGCONT), 0);
+	assert_int_equal(wait_peers_up(c, 0, 2, 5000 * SLOW), 0);
+	assert_int_equal(stat_of(c, 0, "cluster_peer_restarts"), 0);
+	assert_true(stat_of(c, 0, "cluster_peer_returns") >= 1);
+	assert_true(stat_of(c, 0, "remote_flushes_replayed") > 0);
+	/* no leak: gamma holds just what alpha still names; nothing was dropped */
+	wait_counts_match(c, 5000 * SLOW);
+	assert_int_equal(stat_of(c, 2, "remote_owner_drops") + stat_of(c, 2, "remote_orphans_expired"),
+			 0);
+	get_all(r, pool, BIG / 2, 14, &hits, &misses, &lost);
+	assert_int_equal(lost, 0);
+	assert_int_equal(misses, 0);
+	assert_int_equal(hits, BIG / 2);
+	assert_int_equal(ramster_pool_destroy(r, pool), 0);
+	assert_int_equal(wait_counts_match(c, 5000 * SLOW), 0);
 	ramster_close(r);
 }
 
@@ -612,6 +670,63 @@ static void test_malformed_peer_frames(void **state)
 
 /* ---- replication and drain -------------------------------------------------------- */
 
+/*
+ * The store's room-wait policy (node/store.c), with real daemons: every peer
+ * drained, so remotify cannot make room. A batch of persistent puts into the
+ * full tier waits once (at most 0.5 s) and then refuses the rest of the batch
+ * at once; before the store layer the client waited 0.5 s for every page (a
+ * 64-page batch: 32 s). Counted, not timed: one wait and one refusal after
+ * waiting for the whole batch, every page -ENOSPC.
+ */
+static void test_full_tier_batch_waits_once(void **state)
+{
+	struct coll *c = *state;
+	ramster *r = harness_connect(&c->h[0]);
+	static unsigned char pages[64][PAGE];
+	struct ramster_iov v[64];
+	uint64_t i, k, waits, refused, t0;
+	int pool, rc = 64;
+
+	assert_non_null(r);
+	assert_int_equal(ramster_drain(r, 2, 1), 0);
+	assert_int_equal(ramster_drain(r, 3, 1), 0);
+	pool = ramster_pool_new(r, RAMSTER_PERSISTENT, NULL);
+	assert_true(pool >= 0);
+	/* fill the tier: batches until one is refused in part */
+	for (i = 0; rc == 64 && i < BIG * 4; i += 64) {
+		for (k = 0; k < 64; k++) {
+			v[k].oid = harness_oid(7, (i + k) / OBJ_PAGES);
+			v[k].index = (uint32_t)((i + k) % OBJ_PAGES);
+			v[k].page = pages[k];
+			harness_page_text(pages[k], 7 * 1000003 + i + k);
+		}
+		rc = ramster_putv(r, pool, v, 64);
+		assert_true(rc >= 0);
+	}
+	assert_true(rc < 64); /* the tier filled: nothing could go to the drained peers */
+	waits = stat_of(c, 0, "store_room_waits");
+	refused = stat_of(c, 0, "store_room_refused");
+	/* one more batch of new pages: one wait, then every page refused */
+	for (k = 0; k < 64; k++) {
+		v[k].oid = harness_oid(8, 0);
+		v[k].index = (uint32_t)k;
+		v[k].page = pages[k];
+		harness_page_text(pages[k], 8 * 1000003 + k);
+	}
+	t0 = harness_now_ms();
+	assert_int_equal(ramster_putv(r, pool, v, 64), 0);
+	fprintf(stderr, "a 64-page batch into a full tier answered in %llu ms\n",
+		(unsigned long long)(harness_now_ms() - t0));
+	for (k = 0; k < 64; k++)
+		assert_int_equal(v[k].result, -ENOSPC);
+	assert_int_equal(stat_of(c, 0, "store_room_waits"), waits + 1);
+	assert_int_equal(stat_of(c, 0, "store_room_refused"), refused + 1);
+	assert_int_equal(stat_of(c, 0, "node_put_room_refused") > 0, 1);
+	assert_int_equal(ramster_pool_destroy(r, pool), 0);
+	ramster_close(r);
+}
+
+
 static int setup_replicated(void **state)
 {
 	NODES = 4;
@@ -671,6 +786,19 @@ static int wait_stat(struct coll *c, int i, const char *name, uint64_t want, uns
 	return -ETIMEDOUT;
 }
 
+/* wait_stat for a counter that reaches at least want (a loaded machine may add flaps). */
+static int wait_stat_min(struct coll *c, int i, const char *name, uint64_t want, unsigned ms)
+{
+	uint64_t end = harness_now_ms() + ms;
+
+	do {
+		if (stat_of(c, i, name) >= want)
+			return 0;
+		usleep(20000);
+	} while (harness_now_ms() < end);
+	return -ETIMEDOUT;
+}
+
 /*
  * replicas = 2 on four nodes: every remote persistent page has two copies on
  * two different peers; a peer killed costs nothing, its copies are made again
@@ -698,8 +826,10 @@ static void test_replicas_survive_two_deaths(void **state)
 	assert_int_equal(lost, 0);
 	assert_int_equal(misses, 0);
 	assert_int_equal(hits, BIG);
-	/* gamma declared dead, its copies made again on beta and delta */
-	assert_int_equal(wait_stat(c, 0, "cluster_peer_deaths", 1, 5000 * SLOW), 0);
+	/* gamma declared unreachable, its copies made again on beta and delta (at
+	 * least one: on a loaded machine a live peer may flap unreachable too,
+	 * which since issue 11 costs nothing) */
+	assert_int_equal(wait_stat_min(c, 0, "cluster_peer_deaths", 1, 5000 * SLOW), 0);
 	assert_int_equal(wait_stat(c, 0, "replica_repair_active", 0, 30000 * SLOW), 0);
 	assert_int_equal(stat_of(c, 0, "replica_below_target"), 0);
 	assert_true(stat_of(c, 0, "replica_rereplicated") > 0);
@@ -782,10 +912,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_kill_peer, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kill_peer_mid_transfer, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_link_reset_loses_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_paused_holder_keeps_pages, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ping, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wrong_secret_and_cluster, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_peer_frames, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_drain_then_kill_loses_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_full_tier_batch_waits_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_replicas_survive_two_deaths, setup_replicated,
 						teardown_replicated),
 	};
@@ -796,7 +928,15 @@ int main(void)
 		NET = getenv("RAMSTER_TEST_NET");
 	if (getenv("RAMSTER_TEST_TRANSPORT") && *getenv("RAMSTER_TEST_TRANSPORT"))
 		TRANSPORT = getenv("RAMSTER_TEST_TRANSPORT");
-	fprintf(stderr, "collective: transport %s, net %sN, node 1 local_mb %d, slow x%d\n",
-		TRANSPORT, NET, LOCAL_MB, SLOW);
+	if (getenv("RAMSTER_TEST_ALLOCATOR") && *getenv("RAMSTER_TEST_ALLOCATOR"))
+		ALLOCATOR = getenv("RAMSTER_TEST_ALLOCATOR");
+	if (getenv("RAMSTER_TEST_COMPRESSOR") && *getenv("RAMSTER_TEST_COMPRESSOR"))
+		COMPRESSOR = getenv("RAMSTER_TEST_COMPRESSOR");
+	fprintf(stderr,
+		"collective: transport %s, net %sN, node 1 local_mb %d, slow x%d, allocator %s, "
+		"compressor %s\n",
+		TRANSPORT, NET, LOCAL_MB, SLOW, ALLOCATOR, COMPRESSOR);
+	if (getenv("RAMSTER_TEST_FILTER") && *getenv("RAMSTER_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("RAMSTER_TEST_FILTER")); /* e.g. "test_kill*" */
 	return cmocka_run_group_tests_name("collective", tests, NULL, NULL);
 }

@@ -261,7 +261,9 @@ dead_after_ms = 2000
 id = 1
 address = 127.0.0.1:$port
 socket = $T/a.sock
-local_mb = 16
+; 2, not 16: the dense tier packs fio's pattern pages ~20 a frame, and 16 MiB held
+; all 160 MiB of them, so nothing went to b; 2 MiB makes a remotify
+local_mb = 2
 donate_mb = 16
 nbd_socket = $T/nbd-a.sock
 

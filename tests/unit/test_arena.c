@@ -1,6 +1,6 @@
 /*
  * test_arena.c - the foreign store's chunked memory (node/arena.c): blocks
- * are 64-byte aligned, never overlap, are reused by size class, chunks are
+ * are 16-byte aligned, never overlap, are reused by size class, chunks are
  * announced as made and withdrawn before they are freed, and bad lengths get
  * nothing.
  */
@@ -83,9 +83,9 @@ static void test_blocks(void **state)
 	assert_ptr_equal(arena_alloc(a, 1 + (10 * 37) % 4200), p[10]);
 	/* same class, other length: still reused */
 	arena_free(a, p[1], 38);
-	assert_ptr_equal(arena_alloc(a, 64), p[1]);
-	arena_free(a, p[1], 64);
-	assert_ptr_not_equal(arena_alloc(a, 65), p[1]);
+	assert_ptr_equal(arena_alloc(a, 48), p[1]);
+	arena_free(a, p[1], 48);
+	assert_ptr_not_equal(arena_alloc(a, 49), p[1]);
 	assert_int_equal(arena_blocks(a), N);
 
 	arena_destroy(a);

@@ -326,6 +326,59 @@ static void test_threads(void **state)
 
 /* ---- policy ------------------------------------------------------------- */
 
+/* ---- LZ4, and the choice of compressor ----------------------------------- */
+
+static void test_lz4_round_trip_and_corrupt(void **state)
+{
+	unsigned char page[PAGE], dst[COMPRESS_BOUND], out[PAGE];
+	unsigned seed;
+	int len, lzo;
+
+	text_page(page);
+	len = compress_page_algo(COMPRESS_LZ4, page, dst);
+	lzo = compress_page_algo(COMPRESS_LZO, page, out);
+	assert_true(len > 0 && len < PAGE / 4);
+	assert_true(lzo > 0);
+	/* the two formats differ: LZO cannot read LZ4's bytes as the same page */
+	memset(out, 0, sizeof(out));
+	assert_int_equal(compress_unpage_algo(COMPRESS_LZ4, dst, (size_t)len, out), 0);
+	assert_memory_equal(out, page, PAGE);
+	assert_true(compress_unpage_algo(COMPRESS_LZO, dst, (size_t)len, out) != 0 ||
+		    memcmp(out, page, PAGE) != 0);
+	/* truncated or empty input is -EIO, never a short page */
+	assert_int_equal(compress_unpage_algo(COMPRESS_LZ4, dst, (size_t)len - 1, out), -EIO);
+	assert_int_equal(compress_unpage_algo(COMPRESS_LZ4, dst, 0, out), -EIO);
+	assert_int_equal(compress_unpage_algo(COMPRESS_LZ4, dst, COMPRESS_BOUND + 1, out), -EIO);
+	for (seed = 1; seed < 20; seed++) {
+		random_page(page, seed);
+		len = compress_page_algo(COMPRESS_LZ4, page, dst);
+		assert_true(len > PAGE && len <= (int)COMPRESS_BOUND); /* incompressible */
+		assert_int_equal(compress_unpage_algo(COMPRESS_LZ4, dst, (size_t)len, out), 0);
+		assert_memory_equal(out, page, PAGE);
+	}
+	memset(page, 0, sizeof(page));
+	len = compress_page_algo(COMPRESS_LZ4, page, dst);
+	assert_true(len > 0 && len < 64);
+	assert_int_equal(compress_unpage_algo(COMPRESS_LZ4, dst, (size_t)len, out), 0);
+	assert_memory_equal(out, page, PAGE);
+}
+
+static void test_algo_names(void **state)
+{
+	enum compress_algo a = (enum compress_algo)7;
+
+	assert_int_equal(compress_algo_parse("lz4", &a), 0);
+	assert_int_equal(a, COMPRESS_LZ4);
+	assert_string_equal(compress_algo_name(a), "lz4");
+	assert_int_equal(compress_algo_parse("lzo", &a), 0);
+	assert_int_equal(a, COMPRESS_LZO);
+	assert_string_equal(compress_algo_name(a), "lzo");
+	assert_int_equal(compress_algo_parse("LZ4", &a), -EINVAL);
+	assert_int_equal(compress_algo_parse("", &a), -EINVAL);
+	assert_true(compress_algo_ok(COMPRESS_LZO) && compress_algo_ok(COMPRESS_LZ4));
+	assert_false(compress_algo_ok((enum compress_algo)2));
+}
+
 static void test_policy_defaults(void **state)
 {
 	struct compress_policy p;
@@ -411,6 +464,8 @@ int main(void)
 		cmocka_unit_test(test_truncated_random),
 		cmocka_unit_test(test_wrong_size_output),
 		cmocka_unit_test(test_threads),
+		cmocka_unit_test(test_lz4_round_trip_and_corrupt),
+		cmocka_unit_test(test_algo_names),
 		cmocka_unit_test(test_policy_defaults),
 		cmocka_unit_test(test_policy_pers_max),
 		cmocka_unit_test(test_policy_pers_mean),

@@ -17,6 +17,9 @@
 #include <cmocka.h>
 
 #include "node/config.h"
+#include "node/log.h"
+#include "tmem/compress.h"
+#include "tmem/zalloc.h"
 
 #define KEY_HEX "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n"
 
@@ -224,6 +227,23 @@ static void test_request_timeout_explicit(void **state)
 			      "address = h:1\n"),
 			 0);
 	assert_int_equal(cfg.request_timeout_ms, 250);
+}
+
+/* orphan_after_ms: the lease of an unreachable peer, ten minutes unless set, above dead_after_ms. */
+static void test_orphan_after(void **state)
+{
+	assert_int_equal(load("[cluster]\n[node a]\nid = 1\naddress = h:1\n"), 0);
+	assert_int_equal(cfg.orphan_after_ms, 600000);
+	teardown(NULL);
+	assert_int_equal(load("[cluster]\norphan_after_ms = 90000\n[node a]\nid = 1\n"
+			      "address = h:1\n"),
+			 0);
+	assert_int_equal(cfg.orphan_after_ms, 90000);
+	teardown(NULL);
+	expect_error("[cluster]\ndead_after_ms = 2000\norphan_after_ms = 2000\n", 3,
+		     "orphan_after_ms (2000) must be above dead_after_ms (2000)");
+	teardown(NULL);
+	expect_error("[cluster]\norphan_after_ms = 50\n", 2, "orphan_after_ms");
 }
 
 /* A cluster of one needs no secret: nobody to talk to. */
@@ -445,6 +465,27 @@ static void test_err_missing_id_address(void **state)
 	expect_error("[node a]\n[node b]\nid = 2\naddress = b:1\n", 1, "node 'a' has no id");
 }
 
+/* The tier's allocator and compressor: defaults, both names each, bad names. */
+static void test_node_tier_keys(void **state)
+{
+	assert_int_equal(load("[node a]\n"), 0);
+	assert_int_equal(config_find_node(&cfg, "a")->allocator, ZALLOC_DENSE);
+	assert_int_equal(config_find_node(&cfg, "a")->compressor, COMPRESS_LZO);
+	teardown(NULL);
+	assert_int_equal(load("[node a]\nallocator = zbud\ncompressor = lz4\n"), 0);
+	assert_int_equal(config_find_node(&cfg, "a")->allocator, ZALLOC_ZBUD);
+	assert_int_equal(config_find_node(&cfg, "a")->compressor, COMPRESS_LZ4);
+	teardown(NULL);
+	assert_int_equal(load("[node a]\nallocator = dense\ncompressor = lzo\n"), 0);
+	assert_int_equal(config_find_node(&cfg, "a")->allocator, ZALLOC_DENSE);
+	assert_int_equal(config_find_node(&cfg, "a")->compressor, COMPRESS_LZO);
+	teardown(NULL);
+	expect_error("[node a]\nallocator = zsmalloc\n", 2,
+		     "allocator: 'zsmalloc' is not dense or zbud");
+	teardown(NULL);
+	expect_error("[node a]\n\ncompressor = zstd\n", 3, "compressor: 'zstd' is not lzo or lz4");
+}
+
 static void test_err_numbers(void **state)
 {
 	expect_error("[cluster]\nheartbeat_ms = 5\n", 2,
@@ -482,6 +523,25 @@ static void test_err_numbers(void **state)
 	teardown(NULL);
 	/* an inline comment needs a blank before ';' */
 	expect_error("[node a]\nlocal_mb = 512;comment\n", 2, "is not a number");
+}
+
+/* metrics_listen (node/metrics.c) and log_level (a reload applies it). */
+static void test_metrics_listen_log_level(void **state)
+{
+	assert_int_equal(load("[node a]\nmetrics_listen = 127.0.0.1:9101\nlog_level = debug\n"), 0);
+	assert_string_equal(cfg.nodes[0].metrics_listen, "127.0.0.1:9101");
+	assert_int_equal(cfg.nodes[0].log_level, LOG_DEBUG);
+	teardown(NULL);
+	assert_int_equal(load("[node a]\n"), 0);
+	assert_string_equal(cfg.nodes[0].metrics_listen, "");
+	assert_int_equal(cfg.nodes[0].log_level, -1);
+	teardown(NULL);
+	expect_error("[node a]\nmetrics_listen = 9101\n", 2, "is not HOST:PORT");
+	teardown(NULL);
+	expect_error("[node a]\nmetrics_listen = localhost:0\n", 2, "has no valid port");
+	teardown(NULL);
+	expect_error("[node a]\nlog_level = loud\n", 2,
+		     "log_level: 'loud' is not debug, info, notice, warn or error");
 }
 
 static void test_err_values(void **state)
@@ -629,6 +689,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_single_node_full, teardown),
 	    cmocka_unit_test_teardown(test_cluster_full, teardown),
 	    cmocka_unit_test_teardown(test_request_timeout_explicit, teardown),
+	    cmocka_unit_test_teardown(test_orphan_after, teardown),
 	    cmocka_unit_test_teardown(test_cluster_one_node_no_secret, teardown),
 	    cmocka_unit_test_teardown(test_two_nodes_no_cluster, teardown),
 	    cmocka_unit_test_teardown(test_secret_relative_to_config, teardown),
@@ -642,9 +703,11 @@ int main(void)
 	    cmocka_unit_test_teardown(test_err_duplicates_across_nodes, teardown),
 	    cmocka_unit_test_teardown(test_err_missing_id_address, teardown),
 	    cmocka_unit_test_teardown(test_err_numbers, teardown),
+	    cmocka_unit_test_teardown(test_metrics_listen_log_level, teardown),
 	    cmocka_unit_test_teardown(test_err_values, teardown),
 	    cmocka_unit_test_teardown(test_err_cross_checks, teardown),
 	    cmocka_unit_test_teardown(test_err_secret, teardown),
+	    cmocka_unit_test_teardown(test_node_tier_keys, teardown),
 	    cmocka_unit_test_teardown(test_err_syntax, teardown),
 	    cmocka_unit_test(test_env),
 	};

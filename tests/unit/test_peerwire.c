@@ -575,6 +575,7 @@ static void test_pack(void **state)
 	int n;
 
 	pw_valid(&p, RAMSTER__PEER__OP__P_HEARTBEAT);
+	p.hb.dropped_session = 0x123456789abcull; /* a holder dropped the receiver's pages */
 	n = peerwire_pack(&p.m, buf, sizeof(buf));
 	assert_true(n > 0);
 	assert_int_equal((size_t)n, ramster__peer__msg__get_packed_size(&p.m));
@@ -587,6 +588,7 @@ static void test_pack(void **state)
 	assert_int_equal(out->op, RAMSTER__PEER__OP__P_HEARTBEAT);
 	assert_int_equal(out->heartbeat->donate_total, 1 << 30);
 	assert_int_equal(out->heartbeat->sent_ns, 123456789);
+	assert_true(out->heartbeat->dropped_session == 0x123456789abcull);
 }
 
 int main(void)

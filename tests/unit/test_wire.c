@@ -664,6 +664,20 @@ static void test_request_drain(void **state)
 	test_expect_reject(&req, 10, "unexpected payload");
 }
 
+/* RELOAD: nothing but the op (the node checks who asks). */
+static void test_request_reload(void **state)
+{
+	Ramster__Request req = test_req(RAMSTER__OP__OP_RELOAD, 0);
+
+	test_expect_accept(&req, 0);
+	req.node = 2;
+	test_expect_reject(&req, 0, "unexpected node");
+	req.node = 0;
+	req.pool = 1;
+	test_expect_accept(&req, 0); /* pool is not looked at for admin ops */
+	test_expect_reject(&req, 10, "unexpected payload");
+}
+
 static void test_response_admin(void **state)
 {
 	Ramster__Request req = test_req(RAMSTER__OP__OP_POOLS, 0);
@@ -737,6 +751,7 @@ int main(void)
 	    cmocka_unit_test(test_response_single),
 	    cmocka_unit_test(test_request_ping),
 	    cmocka_unit_test(test_request_drain),
+	    cmocka_unit_test(test_request_reload),
 	    cmocka_unit_test(test_response_admin),
 	};
 

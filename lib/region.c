@@ -1,0 +1,1336 @@
+/*
+ * region.c - far memory regions: anonymous memory of which at most a budget is
+ * resident, the rest in a persistent pool of the node, brought back on a touch
+ * by userfaultfd (docs/far-memory.md).
+ *
+ * A space (struct rg_space) is one userfaultfd, one fault thread, one
+ * connection and one private persistent pool, and a resident budget of
+ * nslots pages shared by its regions. Every page of a region has a state byte
+ * (PG_*) and, while resident, a slot. Replacement is CLOCK over the slots: a
+ * page's reference bit is set when it is faulted in and when it is written
+ * after being write-protected (a UFFDIO_WRITEPROTECT fault); the hand clears
+ * it and write-protects the page again; a page found unreferenced is evicted:
+ * put to the pool if dirty (it is write-protected, so its bytes hold still),
+ * then MADV_DONTNEED. Reads of a resident page leave no trace (no accessed bit
+ * reaches user space), so for reads the policy is FIFO by fault order.
+ *
+ * Lock rule: s->lock guards everything of a space, including its connection;
+ * the fault thread holds it while it serves a fault (network round trips
+ * included). Whoever holds it must never touch region memory (the fault
+ * would wait for the lock): the thread reads pages only for puts, and those
+ * are present.
+ *
+ * Invariants: PG_PRESENT <=> the page has a slot (or SLOT_NONE while fork
+ * holds it in); an unreferenced present page is write-protected; !PG_DIRTY
+ * present page == its pool copy when PG_INPOOL, == zeros otherwise.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/internal.h"
+#include "ramster.h"
+
+/* ---- tunables ---------------------------------------------------------------- */
+
+#define RG_PAGE 4096u
+#define RG_BATCH 128u	     /* pages one fault brings in at most (fault + prefetch) */
+#define RG_EVICT_BATCH 32u   /* victims gathered per eviction round trip */
+#define RG_RA_MIN 8u	     /* first prefetch of a sequential run */
+#define RG_MIN_BUDGET (2 * RG_BATCH)
+#define RG_STREAMS 8u	     /* sequential runs followed at once (a merge reads two, writes one) */
+#define RG_WINDOW 4096u	     /* read-fetched pages per write-protect decision */
+
+/* Linux 6.6 uapi, absent from older headers. */
+#ifndef UFFD_FEATURE_POISON
+#define UFFD_FEATURE_POISON (1 << 14)
+#endif
+#ifndef _UFFDIO_POISON
+#define _UFFDIO_POISON (0x08)
+struct uffdio_poison {
+	struct uffdio_range range;
+	__u64 mode;
+	__s64 updated;
+};
+#define UFFDIO_POISON _IOWR(UFFDIO, _UFFDIO_POISON, struct uffdio_poison)
+#endif
+#ifndef USERFAULTFD_IOC_NEW
+#define USERFAULTFD_IOC_NEW _IO(0xAA, 0x00)
+#endif
+
+/* ---- structures -------------------------------------------------------------- */
+
+enum {
+	PG_PRESENT = 1u << 0, /* a real page is mapped (has a slot) */
+	PG_ZEROMAP = 1u << 1, /* the zero page is mapped, write-protected (no slot) */
+	PG_INPOOL = 1u << 2,  /* the pool holds a copy (current unless PG_DIRTY) */
+	PG_DIRTY = 1u << 3,   /* written since the last put (present pages) */
+	PG_REF = 1u << 4,     /* CLOCK reference bit */
+	PG_WP = 1u << 5,      /* write-protected now */
+	PG_FORK = 1u << 6,    /* brought in for fork, no slot; dropped after */
+	PG_POISON = 1u << 7,  /* lost: mapped as a poison marker (SIGBUS) */
+};
+
+#define SLOT_NONE UINT32_MAX
+
+/* A pool object: regions split by a partial munmap share one. */
+struct rg_obj {
+	struct ramster_oid oid;
+	unsigned refs;
+};
+
+struct rg_region {
+	uintptr_t base;
+	size_t npages;
+	uint32_t first; /* pool index of page 0 */
+	struct rg_obj *obj;
+	uint8_t *st;	/* PG_* per page */
+	uint32_t *slot; /* per page, SLOT_NONE when not resident */
+	int noread;	/* some pages may lack PROT_READ: read them via /proc/self/mem */
+};
+
+struct rg_slot {
+	struct rg_region *reg; /* NULL: free */
+	uint32_t idx;
+};
+
+struct rg_space {
+	pthread_mutex_t lock;
+	int uffd;
+	int stopfd;
+	int has_poison;
+	pthread_t thread;
+	int thread_ok;
+	int dead; /* a fork child's copy */
+	ramster *conn;
+	int pool;
+	uint64_t next_oid;
+
+	struct rg_region **regs; /* sorted by base, disjoint */
+	size_t nregs, capregs;
+
+	struct rg_slot *slots;
+	uint32_t nslots, hand;
+	uint32_t *free; /* stack of free slot numbers */
+	uint32_t nfree;
+
+	/* sequential runs: a fault in (last, next] continues one */
+	struct rg_stream {
+		uintptr_t last; /* its last faulting page */
+		uintptr_t next; /* the page after what it brought in */
+		unsigned ra;	/* pages prefetched on its last fault */
+		uint64_t used;	/* for replacing the least recently used */
+	} streams[RG_STREAMS];
+	uint64_t stream_clock;
+
+	/*
+	 * Write-protect pays when fetched pages stay clean; when most are
+	 * written anyway (RG_WINDOW decides), pages are fetched writable and
+	 * dirty, and CLOCK ages them without protecting them again.
+	 */
+	int nowp;
+	unsigned win_reads, win_wp, nowp_windows;
+
+	uint8_t *buf; /* RG_BATCH pages: fetched pages, bounce buffers */
+	struct ramster_iov iov[RG_BATCH];
+	uint32_t victims[RG_EVICT_BATCH];
+	int memfd; /* /proc/self/mem, opened when a noread page is evicted */
+
+	struct ramster_region_stats st;
+	uint64_t lat_hist[64]; /* missing-fault service ns, by log2 */
+};
+
+/* ---- the kernel's memory calls -------------------------------------------------
+ * Straight syscalls: ramster-run's shim interposes the libc wrappers, and the
+ * space must not re-enter itself through them (its lock is held here).
+ */
+
+static int rg_madvise(void *addr, size_t len, int advice)
+{
+	return (int)syscall(SYS_madvise, addr, len, advice);
+}
+
+static int rg_munmap(void *addr, size_t len)
+{
+	return (int)syscall(SYS_munmap, addr, len);
+}
+
+static void *rg_mremap(void *addr, size_t oldlen, size_t newlen, int flags)
+{
+	return (void *)syscall(SYS_mremap, addr, oldlen, newlen, flags, NULL);
+}
+
+/* ---- userfaultfd -------------------------------------------------------------- */
+
+static int rg_uffd_open(int flags)
+{
+	int dev, fd;
+
+	dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+	if (dev >= 0) {
+		fd = ioctl(dev, USERFAULTFD_IOC_NEW, flags);
+		close(dev);
+		if (fd >= 0)
+			return fd;
+	}
+	fd = (int)syscall(SYS_userfaultfd, flags);
+	return fd >= 0 ? fd : -errno;
+}
+
+/* A userfaultfd with write-protect and, when the kernel has it, poison. */
+static int rg_uffd_new(int *has_poison)
+{
+	struct uffdio_api api;
+	int fd, pass;
+
+	for (pass = 0; pass < 2; pass++) {
+		fd = rg_uffd_open(O_CLOEXEC | O_NONBLOCK);
+		if (fd < 0)
+			return fd == -ENOSYS ? -ENOTSUP : fd;
+		memset(&api, 0, sizeof(api));
+		api.api = UFFD_API;
+		api.features = UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_THREAD_ID |
+			       (pass ? 0 : UFFD_FEATURE_POISON);
+		if (ioctl(fd, UFFDIO_API, &api) == 0) {
+			*has_poison = !pass;
+			return fd;
+		}
+		close(fd);
+	}
+	return -ENOTSUP;
+}
+
+/* Install len bytes of pages at dst. @return 0 or -errno; *done (may be NULL) gets the bytes installed. */
+static int rg_copy(struct rg_space *s, uintptr_t dst, const void *src, size_t len, int wp, int wake,
+		   size_t *done)
+{
+	struct uffdio_copy c = {.dst = dst, .src = (uintptr_t)src, .len = len};
+	int rc = 0;
+
+	c.mode = (wp ? UFFDIO_COPY_MODE_WP : 0) | (wake ? 0 : UFFDIO_COPY_MODE_DONTWAKE);
+	if (ioctl(s->uffd, UFFDIO_COPY, &c))
+		rc = -errno;
+	if (done)
+		*done = rc ? (c.copy > 0 ? (size_t)c.copy : 0) : len;
+	return rc;
+}
+
+static int rg_wp(struct rg_space *s, uintptr_t addr, size_t len, int on)
+{
+	struct uffdio_writeprotect w = {.range = {.start = addr, .len = len}};
+
+	w.mode = on ? UFFDIO_WRITEPROTECT_MODE_WP : 0; /* unprotecting wakes */
+	return ioctl(s->uffd, UFFDIO_WRITEPROTECT, &w) ? -errno : 0;
+}
+
+static void rg_wake(struct rg_space *s, uintptr_t addr, size_t len)
+{
+	struct uffdio_range r = {.start = addr, .len = len};
+
+	(void)ioctl(s->uffd, UFFDIO_WAKE, &r);
+}
+
+/* The page is lost: SIGBUS to whoever touches it (docs/far-memory.md). */
+static void rg_poison(struct rg_space *s, uintptr_t addr, uint32_t tid)
+{
+	struct uffdio_poison p = {.range = {.start = addr, .len = RG_PAGE}};
+
+	if (s->has_poison && ioctl(s->uffd, UFFDIO_POISON, &p) == 0)
+		return;
+	/* no poison markers: signal the faulting thread, which is still waiting */
+	if (tid)
+		(void)syscall(SYS_tgkill, getpid(), tid, SIGBUS);
+	rg_wake(s, addr, RG_PAGE);
+}
+
+/* ---- regions ------------------------------------------------------------------ */
+
+/* @return the index of the first region ending above addr. */
+static size_t rg_lower(const struct rg_space *s, uintptr_t addr)
+{
+	size_t lo = 0, hi = s->nregs, mid;
+
+	while (lo < hi) {
+		mid = (lo + hi) / 2;
+		if (s->regs[mid]->base + s->regs[mid]->npages * RG_PAGE <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static struct rg_region *rg_find(const struct rg_space *s, uintptr_t addr)
+{
+	size_t i = rg_lower(s, addr);
+
+	if (i < s->nregs && s->regs[i]->base <= addr)
+		return s->regs[i];
+	return NULL;
+}
+
+static int rg_insert(struct rg_space *s, struct rg_region *g)
+{
+	size_t i;
+
+	if (s->nregs == s->capregs) {
+		size_t cap = s->capregs ? 2 * s->capregs : 16;
+		struct rg_region **n = realloc(s->regs, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		s->regs = n;
+		s->capregs = cap;
+	}
+	i = rg_lower(s, g->base);
+	memmove(&s->regs[i + 1], &s->regs[i], (s->nregs - i) * sizeof(*s->regs));
+	s->regs[i] = g;
+	s->nregs++;
+	return 0;
+}
+
+static void rg_remove(struct rg_space *s, struct rg_region *g)
+{
+	size_t i = rg_lower(s, g->base);
+
+	if (i < s->nregs && s->regs[i] == g) {
+		memmove(&s->regs[i], &s->regs[i + 1], (s->nregs - i - 1) * sizeof(*s->regs));
+		s->nregs--;
+	}
+}
+
+static void rg_obj_put(struct rg_space *s, struct rg_obj *o)
+{
+	if (--o->refs)
+		return;
+	if (!s->dead)
+		(void)ramster_flush_object(s->conn, s->pool, &o->oid);
+	free(o);
+}
+
+static void rg_region_free(struct rg_space *s, struct rg_region *g)
+{
+	rg_obj_put(s, g->obj);
+	free(g->st);
+	free(g->slot);
+	free(g);
+}
+
+/* ---- slots and eviction ------------------------------------------------------- */
+
+static void rg_slot_release(struct rg_space *s, struct rg_region *g, size_t i)
+{
+	uint32_t n = g->slot[i];
+
+	if (n == SLOT_NONE)
+		return;
+	s->slots[n].reg = NULL;
+	s->free[s->nfree++] = n;
+	g->slot[i] = SLOT_NONE;
+	s->st.resident_pages--;
+}
+
+static void rg_slot_take(struct rg_space *s, struct rg_region *g, size_t i)
+{
+	uint32_t n;
+
+	if (!s->nfree) {
+		g->slot[i] = SLOT_NONE;
+		s->st.over_budget++;
+		return;
+	}
+	n = s->free[--s->nfree];
+	s->slots[n].reg = g;
+	s->slots[n].idx = (uint32_t)i;
+	g->slot[i] = n;
+	s->st.resident_pages++;
+}
+
+/* The bytes of a page to put: the page itself, or a copy when it may be unreadable. */
+static void *rg_put_source(struct rg_space *s, struct rg_region *g, size_t i, unsigned k)
+{
+	void *addr = (void *)(g->base + i * RG_PAGE);
+	uint8_t *b = s->buf + (size_t)k * RG_PAGE;
+
+	if (!g->noread)
+		return addr;
+	if (s->memfd < 0)
+		s->memfd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+	if (s->memfd < 0 || pread(s->memfd, b, RG_PAGE, (off_t)(uintptr_t)addr) != RG_PAGE)
+		return NULL;
+	return b;
+}
+
+/*
+ * Drop a victim (after its put). @return 0, or -errno when the kernel would
+ * not drop it (an mlock'd page): then it stays, referenced.
+ */
+static int rg_drop(struct rg_space *s, struct rg_region *g, size_t i)
+{
+	uintptr_t a = g->base + i * RG_PAGE;
+
+	if (rg_madvise((void *)a, RG_PAGE, MADV_DONTNEED)) {
+		g->st[i] |= PG_REF;
+		s->st.evict_failed++;
+		return -errno;
+	}
+	if (!(g->st[i] & PG_INPOOL))
+		g->st[i] = 0; /* a clean page never put holds zeros: fresh again */
+	else
+		g->st[i] = PG_INPOOL;
+	rg_slot_release(s, g, i);
+	s->st.evicted++;
+	return 0;
+}
+
+/*
+ * Free up to want slots with CLOCK. @return slots freed (0: every resident
+ * page refused or none resident).
+ */
+static unsigned rg_evict(struct rg_space *s, unsigned want)
+{
+	unsigned n = 0, k, nput = 0, freed = 0;
+	uint64_t scanned = 0, limit = 2ull * s->nslots + 1;
+	struct rg_slot *sl;
+	uint8_t *p;
+	int rc;
+
+	if (want > RG_EVICT_BATCH)
+		want = RG_EVICT_BATCH;
+	while (n < want && scanned++ < limit) {
+		uint32_t h = s->hand;
+
+		s->hand = (s->hand + 1) % s->nslots;
+		sl = &s->slots[h];
+		if (!sl->reg)
+			continue;
+		p = &sl->reg->st[sl->idx];
+		for (k = 0; k < n && s->victims[k] != h; k++)
+			;
+		if (k < n)
+			continue; /* picked already (few pages resident) */
+		if (*p & PG_REF) {
+			*p &= (uint8_t)~PG_REF;
+			if (!(*p & PG_WP) && !s->nowp &&
+			    rg_wp(s, sl->reg->base + (uintptr_t)sl->idx * RG_PAGE, RG_PAGE, 1) == 0)
+				*p |= PG_WP;
+			continue;
+		}
+		if (!(*p & PG_WP)) {
+			if (rg_wp(s, sl->reg->base + (uintptr_t)sl->idx * RG_PAGE, RG_PAGE, 1))
+				continue;
+			*p |= PG_WP;
+		}
+		s->victims[n++] = h;
+	}
+	/* the dirty ones to the pool, in one round trip */
+	for (k = 0; k < n; k++) {
+		sl = &s->slots[s->victims[k]];
+		if (!(sl->reg->st[sl->idx] & PG_DIRTY))
+			continue;
+		s->iov[nput].oid = sl->reg->obj->oid;
+		s->iov[nput].index = sl->reg->first + sl->idx;
+		s->iov[nput].page = rg_put_source(s, sl->reg, sl->idx, nput);
+		s->iov[nput].result = s->iov[nput].page ? 0 : -EFAULT;
+		nput++;
+	}
+	if (nput) {
+		unsigned j = 0, m = 0;
+		struct ramster_iov tmp[RG_EVICT_BATCH];
+
+		/* send the readable ones; a page that cannot be read stays */
+		for (k = 0; k < nput; k++)
+			if (s->iov[k].page)
+				tmp[m++] = s->iov[k];
+		rc = m ? ramster_putv(s->conn, s->pool, tmp, m) : 0;
+		for (k = 0; k < nput; k++)
+			if (s->iov[k].page)
+				s->iov[k].result = rc < 0 ? rc : tmp[j++].result;
+	}
+	for (k = 0, nput = 0; k < n; k++) {
+		sl = &s->slots[s->victims[k]];
+		p = &sl->reg->st[sl->idx];
+		if (*p & PG_DIRTY) {
+			if (s->iov[nput++].result) {
+				s->st.put_refused++;
+				*p |= PG_REF; /* keep it; try others first next time */
+				continue;
+			}
+			s->st.puts++;
+			*p = (uint8_t)((*p & ~PG_DIRTY) | PG_INPOOL);
+		}
+		if (!rg_drop(s, sl->reg, sl->idx))
+			freed++;
+	}
+	return freed;
+}
+
+/* Make room for n more resident pages. @return how many fit (>= 1 unless none could be freed). */
+static unsigned rg_room(struct rg_space *s, unsigned n)
+{
+	while (s->nfree < n) {
+		unsigned want = n - s->nfree;
+
+		if (!rg_evict(s, want < RG_EVICT_BATCH ? RG_EVICT_BATCH : want))
+			break;
+	}
+	return s->nfree < n ? s->nfree : n;
+}
+
+/* ---- faults ------------------------------------------------------------------- */
+
+static uint64_t rg_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The run a fault at a continues (its window grown), or a new one (no prefetch yet). */
+static struct rg_stream *rg_stream(struct rg_space *s, uintptr_t a)
+{
+	struct rg_stream *m, *old = &s->streams[0];
+	unsigned k, cap = s->nslots / 8 < RG_BATCH - 1 ? s->nslots / 8 : RG_BATCH - 1;
+
+	for (k = 0; k < RG_STREAMS; k++) {
+		m = &s->streams[k];
+		if (m->used && a > m->last && a <= m->next + 2 * RG_PAGE) {
+			m->ra = m->ra ? (m->ra * 2 > cap ? cap : m->ra * 2) : RG_RA_MIN;
+			m->used = ++s->stream_clock;
+			return m;
+		}
+		if (m->used < old->used)
+			old = m;
+	}
+	old->last = a;
+	old->next = a + RG_PAGE;
+	old->ra = 0;
+	old->used = ++s->stream_clock;
+	return old;
+}
+
+/* One more read-fetched page (wp: fetched write-protected) toward the write-protect decision. */
+static void rg_window(struct rg_space *s)
+{
+	if (++s->win_reads < RG_WINDOW)
+		return;
+	if (s->nowp) {
+		/* probe again now and then: the program may have changed its ways */
+		if (++s->nowp_windows >= 8)
+			s->nowp = 0;
+	} else {
+		s->nowp = s->win_wp * 2 > s->win_reads;
+		s->nowp_windows = 0;
+	}
+	s->win_reads = s->win_wp = 0;
+}
+
+static void rg_fault_wp(struct rg_space *s, struct rg_region *g, size_t i, uintptr_t a)
+{
+	uint8_t *p = &g->st[i];
+
+	s->st.faults_wp++;
+	if (*p & PG_ZEROMAP) {
+		/* the first write to a zero-mapped page: it becomes a real one */
+		rg_room(s, 1);
+		rg_slot_take(s, g, i);
+		*p = PG_PRESENT | PG_DIRTY | PG_REF;
+	} else if (*p & PG_PRESENT) {
+		s->win_wp++;
+		*p = (uint8_t)((*p & ~PG_WP) | PG_DIRTY | PG_REF);
+	} else {
+		rg_wake(s, a, RG_PAGE); /* evicted meanwhile: it faults again as missing */
+		return;
+	}
+	if (rg_wp(s, a, RG_PAGE, 0))
+		rg_wake(s, a, RG_PAGE);
+}
+
+/*
+ * Bring in page i (and, on a sequential run, the pages after it that are
+ * neither present nor lost) with one getv round trip.
+ */
+static void rg_fault_missing(struct rg_space *s, struct rg_region *g, size_t i, uintptr_t a,
+			     int write, uint32_t tid)
+{
+	uint8_t *p = &g->st[i];
+	unsigned n, want, k, ngets = 0;
+	struct rg_stream *sm;
+	int rc = 0, wp;
+
+	s->st.faults++;
+	if (*p & (PG_PRESENT | PG_ZEROMAP | PG_POISON)) {
+		rg_wake(s, a, RG_PAGE);
+		return;
+	}
+	sm = rg_stream(s, a);
+	sm->last = a;
+	want = 1 + sm->ra;
+	if (!(*p & PG_INPOOL) && !write) {
+		/* never written, read: the zero page (a run of them), write-protected, no memory */
+		struct uffdio_zeropage z = {.range = {.start = a, .len = RG_PAGE},
+					    .mode = UFFDIO_ZEROPAGE_MODE_DONTWAKE};
+
+		for (n = 1; n < want && i + n < g->npages && !g->st[i + n]; n++)
+			;
+		z.range.len = (uint64_t)n * RG_PAGE;
+		s->st.faults_zero++;
+		if (ioctl(s->uffd, UFFDIO_ZEROPAGE, &z) == 0 && rg_wp(s, a, z.range.len, 1) == 0)
+			for (k = 0; k < n; k++)
+				g->st[i + k] = PG_ZEROMAP | PG_WP;
+		sm->next = a + z.range.len;
+		rg_wake(s, a, RG_PAGE);
+		return;
+	}
+	for (n = 1; n < want && i + n < g->npages; n++)
+		if (g->st[i + n] & (PG_PRESENT | PG_ZEROMAP | PG_POISON))
+			break;
+	n = rg_room(s, n);
+	if (!n)
+		n = 1; /* served over budget */
+	for (k = 0; k < n; k++) {
+		if (!(g->st[i + k] & PG_INPOOL)) {
+			memset(s->buf + (size_t)k * RG_PAGE, 0, RG_PAGE);
+			continue;
+		}
+		s->iov[ngets].oid = g->obj->oid;
+		s->iov[ngets].index = g->first + (uint32_t)(i + k);
+		s->iov[ngets].page = s->buf + (size_t)k * RG_PAGE;
+		s->iov[ngets].result = 0;
+		ngets++;
+	}
+	if (ngets)
+		rc = ramster_getv(s->conn, s->pool, s->iov, ngets);
+	/* a failed fetch ends the run; on the faulting page it is SIGBUS */
+	for (k = 0, ngets = 0; k < n; k++) {
+		if (!(g->st[i + k] & PG_INPOOL))
+			continue;
+		if (rc < 0 || s->iov[ngets].result) {
+			if (k == 0) {
+				s->st.get_failed++;
+				rg_poison(s, a, tid);
+				*p = (uint8_t)(PG_POISON | PG_INPOOL);
+				sm->ra = 0;
+				return;
+			}
+			n = k;
+			break;
+		}
+		ngets++;
+	}
+	s->st.gets += ngets;
+	/* the faulting page first, woken at once; a write needs no protection */
+	wp = !write && !s->nowp;
+	if (!write && (*p & PG_INPOOL))
+		rg_window(s);
+	rc = rg_copy(s, a, s->buf, RG_PAGE, wp, 1, NULL);
+	if (rc) {
+		rg_wake(s, a, RG_PAGE); /* -EAGAIN (mm changing) or raced: fault again */
+		return;
+	}
+	rg_slot_take(s, g, i);
+	*p = (uint8_t)((*p & PG_INPOOL) | PG_PRESENT | PG_REF | (wp ? PG_WP : PG_DIRTY));
+	/*
+	 * The prefetched ones, unreferenced. A run of writes (a buffer being
+	 * filled) gets them writable and dirty: protecting them would cost one
+	 * write-protect fault each; a run of reads gets them write-protected.
+	 */
+	if (n > 1) {
+		size_t done = 0;
+
+		/* what the kernel refused part-way (-EAGAIN, -ENOMEM) ends the run */
+		(void)rg_copy(s, a + RG_PAGE, s->buf + RG_PAGE, (size_t)(n - 1) * RG_PAGE, wp, 1, &done);
+		n = 1 + (unsigned)(done / RG_PAGE);
+		for (k = 1; k < n; k++) {
+			rg_slot_take(s, g, i + k);
+			g->st[i + k] = (uint8_t)((g->st[i + k] & PG_INPOOL) | PG_PRESENT |
+						 (wp ? PG_WP : PG_DIRTY));
+			s->st.prefetched++;
+		}
+	}
+	sm->next = a + (uintptr_t)n * RG_PAGE;
+}
+
+static void rg_fault(struct rg_space *s, const struct uffd_msg *m)
+{
+	uintptr_t a = (uintptr_t)m->arg.pagefault.address & ~(uintptr_t)(RG_PAGE - 1);
+	uint64_t flags = m->arg.pagefault.flags, t0 = rg_now_ns(), dt;
+	struct rg_region *g;
+	int missing = !(flags & UFFD_PAGEFAULT_FLAG_WP);
+
+	pthread_mutex_lock(&s->lock);
+	g = rg_find(s, a);
+	if (!g)
+		rg_wake(s, a, RG_PAGE); /* unmapped meanwhile: the retry decides */
+	else if (!missing)
+		rg_fault_wp(s, g, (a - g->base) / RG_PAGE, a);
+	else
+		rg_fault_missing(s, g, (a - g->base) / RG_PAGE, a,
+				 !!(flags & UFFD_PAGEFAULT_FLAG_WRITE), m->arg.pagefault.feat.ptid);
+	if (g && missing) {
+		dt = rg_now_ns() - t0;
+		s->lat_hist[dt ? 63 - __builtin_clzll(dt) : 0]++;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+void (*rg_thread_hook)(void);
+
+static void *rg_thread(void *arg)
+{
+	struct rg_space *s = arg;
+	struct uffd_msg msgs[16];
+	struct pollfd pf[2] = {{.fd = s->uffd, .events = POLLIN}, {.fd = s->stopfd, .events = POLLIN}};
+	ssize_t n;
+	size_t i;
+
+	if (rg_thread_hook)
+		rg_thread_hook();
+	for (;;) {
+		if (poll(pf, 2, -1) < 0)
+			continue;
+		if (pf[1].revents)
+			return NULL;
+		n = read(s->uffd, msgs, sizeof(msgs));
+		if (n <= 0)
+			continue;
+		for (i = 0; i < (size_t)n / sizeof(msgs[0]); i++)
+			if (msgs[i].event == UFFD_EVENT_PAGEFAULT)
+				rg_fault(s, &msgs[i]);
+	}
+}
+
+/* ---- the space ---------------------------------------------------------------- */
+
+struct rg_space *rg_space_new(ramster *conn, size_t resident_bytes)
+{
+	struct rg_space *s;
+	sigset_t all, old;
+	uint32_t i;
+	int err;
+	size_t pages = resident_bytes / RG_PAGE;
+
+	if (!conn || pages < RG_MIN_BUDGET || pages >= UINT32_MAX) {
+		ramster_close(conn);
+		errno = EINVAL;
+		return NULL;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		ramster_close(conn);
+		return NULL;
+	}
+	s->conn = conn;
+	s->uffd = s->stopfd = s->memfd = -1;
+	s->nslots = (uint32_t)pages;
+	s->st.budget_pages = pages;
+	err = pthread_mutex_init(&s->lock, NULL);
+	if (err)
+		goto free_s;
+	s->slots = calloc(pages, sizeof(*s->slots));
+	s->free = malloc(pages * sizeof(*s->free));
+	s->buf = aligned_alloc(RG_PAGE, (size_t)RG_BATCH * RG_PAGE);
+	if (!s->slots || !s->free || !s->buf) {
+		err = ENOMEM;
+		goto free_mem;
+	}
+	for (i = 0; i < s->nslots; i++)
+		s->free[i] = s->nslots - 1 - i;
+	s->nfree = s->nslots;
+	s->pool = ramster_pool_new(conn, RAMSTER_PERSISTENT, NULL);
+	if (s->pool < 0) {
+		err = -s->pool;
+		goto free_mem;
+	}
+	err = rg_uffd_new(&s->has_poison);
+	if (err < 0) {
+		err = -err;
+		goto free_mem;
+	}
+	s->uffd = err;
+	s->stopfd = eventfd(0, EFD_CLOEXEC);
+	if (s->stopfd < 0) {
+		err = errno;
+		goto free_mem;
+	}
+	/* the fault thread takes no signal of the program's */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = pthread_create(&s->thread, NULL, rg_thread, s);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err)
+		goto free_mem;
+	s->thread_ok = 1;
+	return s;
+
+free_mem:
+	if (s->stopfd >= 0)
+		close(s->stopfd);
+	if (s->uffd >= 0)
+		close(s->uffd);
+	free(s->buf);
+	free(s->free);
+	free(s->slots);
+	pthread_mutex_destroy(&s->lock);
+free_s:
+	ramster_close(conn);
+	free(s);
+	errno = err;
+	return NULL;
+}
+
+void rg_space_free(struct rg_space *s)
+{
+	if (!s)
+		return;
+	if (s->thread_ok) {
+		(void)eventfd_write(s->stopfd, 1);
+		pthread_join(s->thread, NULL);
+	}
+	pthread_mutex_lock(&s->lock);
+	while (s->nregs) {
+		struct rg_region *g = s->regs[s->nregs - 1];
+
+		(void)rg_munmap((void *)g->base, g->npages * RG_PAGE);
+		s->nregs--;
+		rg_region_free(s, g);
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!s->dead)
+		(void)ramster_pool_destroy(s->conn, s->pool);
+	ramster_close(s->conn);
+	close(s->uffd);
+	close(s->stopfd);
+	if (s->memfd >= 0)
+		close(s->memfd);
+	free(s->regs);
+	free(s->buf);
+	free(s->free);
+	free(s->slots);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+int rg_map(struct rg_space *s, void *addr, size_t len)
+{
+	struct uffdio_register reg = {.range = {.start = (uintptr_t)addr, .len = len},
+				      .mode = UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP};
+	struct rg_region *g;
+	int err;
+
+	if (!s || s->dead || !len || (len % RG_PAGE) || ((uintptr_t)addr % RG_PAGE) ||
+	    len / RG_PAGE >= UINT32_MAX)
+		return -EINVAL;
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	g->base = (uintptr_t)addr;
+	g->npages = len / RG_PAGE;
+	g->st = calloc(g->npages, 1);
+	g->slot = malloc(g->npages * sizeof(*g->slot));
+	g->obj = calloc(1, sizeof(*g->obj));
+	if (!g->st || !g->slot || !g->obj) {
+		err = -ENOMEM;
+		goto free_g;
+	}
+	memset(g->slot, 0xff, g->npages * sizeof(*g->slot));
+	g->obj->refs = 1;
+	/* no huge pages: a region is served page by page */
+	(void)rg_madvise(addr, len, MADV_NOHUGEPAGE);
+	if (ioctl(s->uffd, UFFDIO_REGISTER, &reg)) {
+		err = -errno;
+		goto free_g;
+	}
+	if ((reg.ioctls & (1ull << _UFFDIO_COPY | 1ull << _UFFDIO_ZEROPAGE |
+			   1ull << _UFFDIO_WRITEPROTECT)) !=
+	    (1ull << _UFFDIO_COPY | 1ull << _UFFDIO_ZEROPAGE | 1ull << _UFFDIO_WRITEPROTECT)) {
+		err = -ENOTSUP;
+		goto unregister;
+	}
+	pthread_mutex_lock(&s->lock);
+	g->obj->oid.w[0] = ++s->next_oid;
+	err = rg_insert(s, g);
+	pthread_mutex_unlock(&s->lock);
+	if (err)
+		goto unregister;
+	return 0;
+
+unregister:
+	(void)ioctl(s->uffd, UFFDIO_UNREGISTER, &reg.range);
+free_g:
+	free(g->obj);
+	free(g->st);
+	free(g->slot);
+	free(g);
+	return err;
+}
+
+int rg_overlaps(struct rg_space *s, const void *addr, size_t len)
+{
+	uintptr_t a = (uintptr_t)addr;
+	size_t i;
+	int hit;
+
+	if (!s || s->dead)
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	i = rg_lower(s, a);
+	hit = i < s->nregs && s->regs[i]->base < a + len;
+	pthread_mutex_unlock(&s->lock);
+	return hit;
+}
+
+/* Point the slots of g's pages [from, to) at g, page i at index i - shift. */
+static void rg_reslot(struct rg_space *s, struct rg_region *g, size_t from, size_t to)
+{
+	size_t i;
+
+	for (i = from; i < to; i++)
+		if (g->slot[i] != SLOT_NONE) {
+			s->slots[g->slot[i]].reg = g;
+			s->slots[g->slot[i]].idx = (uint32_t)i;
+		}
+}
+
+/* Cut pages [pi, pj) out of g (whose slots are released). @return 0 or -ENOMEM. */
+static int rg_cut(struct rg_space *s, struct rg_region *g, size_t pi, size_t pj)
+{
+	struct rg_region *t;
+	size_t k, rest;
+
+	for (k = pi; k < pj; k++)
+		rg_slot_release(s, g, k);
+	if (pi == 0 && pj == g->npages) {
+		rg_remove(s, g);
+		rg_region_free(s, g);
+		return 0;
+	}
+	if (pi == 0) { /* the head: the rest moves down */
+		rest = g->npages - pj;
+		memmove(g->st, g->st + pj, rest);
+		memmove(g->slot, g->slot + pj, rest * sizeof(*g->slot));
+		g->base += pj * RG_PAGE;
+		g->first += (uint32_t)pj;
+		g->npages = rest;
+		rg_reslot(s, g, 0, rest);
+		return 0;
+	}
+	if (pj == g->npages) { /* the tail */
+		g->npages = pi;
+		return 0;
+	}
+	/* the middle: the part after the hole becomes a region of its own */
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	rest = g->npages - pj;
+	t->st = malloc(rest);
+	t->slot = malloc(rest * sizeof(*t->slot));
+	if (!t->st || !t->slot) {
+		free(t->st);
+		free(t->slot);
+		free(t);
+		return -ENOMEM;
+	}
+	memcpy(t->st, g->st + pj, rest);
+	memcpy(t->slot, g->slot + pj, rest * sizeof(*t->slot));
+	t->base = g->base + pj * RG_PAGE;
+	t->npages = rest;
+	t->first = g->first + (uint32_t)pj;
+	t->obj = g->obj;
+	t->obj->refs++;
+	t->noread = g->noread;
+	g->npages = pi;
+	rg_reslot(s, t, 0, rest);
+	if (rg_insert(s, t)) {
+		/* no room in the table: forget the tail's pages (they stay plain memory) */
+		for (k = 0; k < rest; k++)
+			rg_slot_release(s, t, k);
+		rg_region_free(s, t);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int rg_unmap(struct rg_space *s, void *addr, size_t len, int do_munmap)
+{
+	uintptr_t a = (uintptr_t)addr & ~(uintptr_t)(RG_PAGE - 1);
+	uintptr_t b = ((uintptr_t)addr + len + RG_PAGE - 1) & ~(uintptr_t)(RG_PAGE - 1);
+	int rc = 0;
+
+	if (!s || s->dead)
+		return do_munmap && rg_munmap(addr, len) ? -errno : 0;
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		size_t i = rg_lower(s, a);
+		struct rg_region *g;
+		uintptr_t lo, hi;
+
+		if (i >= s->nregs || s->regs[i]->base >= b)
+			break;
+		g = s->regs[i];
+		lo = a > g->base ? a : g->base;
+		hi = b < g->base + g->npages * RG_PAGE ? b : g->base + g->npages * RG_PAGE;
+		if (rg_cut(s, g, (lo - g->base) / RG_PAGE, (hi - g->base) / RG_PAGE))
+			break;
+		a = hi;
+	}
+	if (do_munmap && rg_munmap(addr, len))
+		rc = -errno;
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+int rg_discard(struct rg_space *s, void *addr, size_t len)
+{
+	uintptr_t a = (uintptr_t)addr, b = a + len, x;
+	struct rg_region *g;
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (rg_madvise(addr, len, MADV_DONTNEED))
+		rc = -errno;
+	for (x = a & ~(uintptr_t)(RG_PAGE - 1); !rc && x < b; x += RG_PAGE) {
+		size_t i;
+
+		g = rg_find(s, x);
+		if (!g)
+			continue;
+		i = (x - g->base) / RG_PAGE;
+		rg_slot_release(s, g, i);
+		g->st[i] = 0; /* reads zeros; the stale pool copy is never read again */
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+int rg_grow(struct rg_space *s, void *addr, size_t oldlen, size_t newlen)
+{
+	uintptr_t end = (uintptr_t)addr + oldlen;
+	struct rg_region *g;
+	size_t n = newlen / RG_PAGE, old;
+	uint8_t *st;
+	uint32_t *sl;
+	void *p;
+	int rc = 0;
+
+	if (newlen <= oldlen || newlen % RG_PAGE || oldlen % RG_PAGE)
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	g = rg_find(s, end - 1);
+	if (!g || g->base + g->npages * RG_PAGE != end || g->base > (uintptr_t)addr) {
+		rc = -ENOENT;
+		goto out;
+	}
+	old = g->npages;
+	n = old + (newlen - oldlen) / RG_PAGE;
+	if (g->first + n >= UINT32_MAX) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	st = realloc(g->st, n);
+	if (st)
+		g->st = st;
+	sl = realloc(g->slot, n * sizeof(*sl));
+	if (sl)
+		g->slot = sl;
+	if (!st || !sl) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	p = rg_mremap(addr, oldlen, newlen, 0);
+	if (p == MAP_FAILED) {
+		rc = -errno;
+		goto out;
+	}
+	memset(g->st + old, 0, n - old);
+	memset(g->slot + old, 0xff, (n - old) * sizeof(*sl));
+	g->npages = n;
+	/* a later mapping right after the region may have been merged: the kernel knows */
+out:
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+void rg_noread(struct rg_space *s, const void *addr, size_t len)
+{
+	uintptr_t a = (uintptr_t)addr;
+	size_t i;
+
+	if (!s || s->dead)
+		return;
+	pthread_mutex_lock(&s->lock);
+	for (i = rg_lower(s, a); i < s->nregs && s->regs[i]->base < a + len; i++)
+		s->regs[i]->noread = 1;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- fork --------------------------------------------------------------------- */
+
+void rg_fork_prepare(struct rg_space *s)
+{
+	size_t r, i, k, n;
+	int rc;
+
+	if (!s || s->dead)
+		return;
+	pthread_mutex_lock(&s->lock);
+	for (r = 0; r < s->nregs; r++) {
+		struct rg_region *g = s->regs[r];
+
+		for (i = 0; i < g->npages; i += n) {
+			/* a run of pages that live only in the pool */
+			for (n = 0; n < RG_BATCH && i + n < g->npages &&
+				    (g->st[i + n] & (PG_INPOOL | PG_PRESENT | PG_POISON)) == PG_INPOOL;
+			     n++) {
+				s->iov[n].oid = g->obj->oid;
+				s->iov[n].index = g->first + (uint32_t)(i + n);
+				s->iov[n].page = s->buf + n * RG_PAGE;
+			}
+			if (!n) {
+				n = 1;
+				continue;
+			}
+			rc = ramster_getv(s->conn, s->pool, s->iov, n);
+			for (k = 0; k < n; k++) {
+				uintptr_t a = g->base + (i + k) * RG_PAGE;
+
+				if (rc < 0 || s->iov[k].result) {
+					rg_poison(s, a, 0);
+					g->st[i + k] = PG_POISON | PG_INPOOL;
+					s->st.get_failed++;
+				} else if (rg_copy(s, a, s->buf + k * RG_PAGE, RG_PAGE, 1, 1, NULL) == 0) {
+					g->st[i + k] = PG_INPOOL | PG_PRESENT | PG_WP | PG_FORK;
+					g->slot[i + k] = SLOT_NONE;
+					s->st.gets++;
+				}
+			}
+		}
+	}
+	/* held until rg_fork_parent / rg_fork_child */
+}
+
+void rg_fork_parent(struct rg_space *s)
+{
+	size_t r, i;
+
+	if (!s || s->dead)
+		return;
+	for (r = 0; r < s->nregs; r++) {
+		struct rg_region *g = s->regs[r];
+
+		for (i = 0; i < g->npages; i++)
+			if (g->st[i] & PG_FORK) {
+				/* clean copies of the pool's: dropping them costs nothing */
+				(void)rg_madvise((void *)(g->base + i * RG_PAGE), RG_PAGE, MADV_DONTNEED);
+				g->st[i] = PG_INPOOL;
+			}
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+void rg_fork_child(struct rg_space *s)
+{
+	if (!s || s->dead)
+		return;
+	/* no thread, no registration survived fork: every page is in this copy */
+	s->dead = 1;
+	close(s->uffd);
+	close(s->stopfd);
+	if (s->memfd >= 0)
+		close(s->memfd);
+	s->uffd = s->stopfd = s->memfd = -1;
+	s->thread_ok = 0;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- stats -------------------------------------------------------------------- */
+
+static uint64_t rg_pct(const uint64_t *h, uint64_t total, unsigned pct)
+{
+	uint64_t want = (total * pct + 99) / 100, seen = 0;
+	unsigned b;
+
+	for (b = 0; b < 64; b++) {
+		seen += h[b];
+		if (seen >= want && h[b])
+			return 1ull << b;
+	}
+	return 0;
+}
+
+void rg_stats(struct rg_space *s, struct ramster_region_stats *st)
+{
+	uint64_t total = 0;
+	size_t r, i;
+	unsigned b;
+
+	pthread_mutex_lock(&s->lock);
+	*st = s->st;
+	st->pool_pages = 0;
+	for (r = 0; r < s->nregs; r++)
+		for (i = 0; i < s->regs[r]->npages; i++)
+			st->pool_pages += (s->regs[r]->st[i] & (PG_INPOOL | PG_DIRTY)) == PG_INPOOL;
+	for (b = 0; b < 64; b++)
+		total += s->lat_hist[b];
+	st->fault_ns_p50 = rg_pct(s->lat_hist, total, 50);
+	st->fault_ns_p99 = rg_pct(s->lat_hist, total, 99);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- the public API: one space per region ------------------------------------- */
+
+struct rg_public {
+	void *addr;
+	size_t len;
+	const ramster *r;
+	struct rg_space *s;
+	struct rg_public *next;
+};
+
+static pthread_mutex_t rg_public_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rg_public *rg_public_list;
+static pthread_once_t rg_public_once = PTHREAD_ONCE_INIT;
+
+/* fork: every region's pages are brought in so that the child's copy is whole (rg_fork_prepare) */
+static void rg_public_prepare(void)
+{
+	struct rg_public *e;
+
+	pthread_mutex_lock(&rg_public_lock);
+	for (e = rg_public_list; e; e = e->next)
+		rg_fork_prepare(e->s);
+}
+
+static void rg_public_parent(void)
+{
+	struct rg_public *e;
+
+	for (e = rg_public_list; e; e = e->next)
+		rg_fork_parent(e->s);
+	pthread_mutex_unlock(&rg_public_lock);
+}
+
+/* the child's regions are plain memory; ramster_region_unmap still unmaps them */
+static void rg_public_child(void)
+{
+	struct rg_public *e;
+
+	for (e = rg_public_list; e; e = e->next)
+		rg_fork_child(e->s);
+	pthread_mutex_unlock(&rg_public_lock);
+}
+
+static void rg_public_init(void)
+{
+	(void)pthread_atfork(rg_public_prepare, rg_public_parent, rg_public_child);
+}
+
+void *ramster_region_map(ramster *r, size_t bytes, size_t resident_bytes, int flags)
+{
+	struct rg_public *e;
+	ramster *conn;
+	size_t len;
+	int err;
+
+	if (!r || !bytes || flags || bytes > SIZE_MAX - RG_PAGE ||
+	    resident_bytes < RG_MIN_BUDGET * RG_PAGE) {
+		errno = EINVAL;
+		return NULL;
+	}
+	len = (bytes + RG_PAGE - 1) & ~(size_t)(RG_PAGE - 1);
+	pthread_once(&rg_public_once, rg_public_init);
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	conn = lib_ramster_reopen(r);
+	if (!conn)
+		goto free_e;
+	e->s = rg_space_new(conn, resident_bytes);
+	if (!e->s)
+		goto free_e;
+	e->addr = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		       -1, 0);
+	if (e->addr == MAP_FAILED)
+		goto free_space;
+	err = rg_map(e->s, e->addr, len);
+	if (err) {
+		rg_munmap(e->addr, len);
+		errno = -err;
+		goto free_space;
+	}
+	e->len = len;
+	e->r = r;
+	pthread_mutex_lock(&rg_public_lock);
+	e->next = rg_public_list;
+	rg_public_list = e;
+	pthread_mutex_unlock(&rg_public_lock);
+	return e->addr;
+
+free_space:
+	err = errno;
+	rg_space_free(e->s);
+	errno = err;
+free_e:
+	err = errno;
+	free(e);
+	errno = err;
+	return NULL;
+}
+
+/* Find (and with take, unlink) r's region at addr. */
+static struct rg_public *rg_public_find(const ramster *r, const void *addr, int take)
+{
+	struct rg_public **pp, *e = NULL;
+
+	pthread_mutex_lock(&rg_public_lock);
+	for (pp = &rg_public_list; *pp; pp = &(*pp)->next)
+		if ((*pp)->addr == addr && (*pp)->r == r) {
+			e = *pp;
+			if (take)
+				*pp = e->next;
+			break;
+		}
+	pthread_mutex_unlock(&rg_public_lock);
+	return e;
+}
+
+int ramster_region_unmap(ramster *r, void *addr)
+{
+	struct rg_public *e;
+
+	if (!r || !addr)
+		return -EINVAL;
+	e = rg_public_find(r, addr, 1);
+	if (!e)
+		return -ENOENT;
+	rg_space_free(e->s);
+	free(e);
+	return 0;
+}
+
+int ramster_region_stats(ramster *r, void *addr, struct ramster_region_stats *st)
+{
+	struct rg_public *e;
+
+	if (!r || !addr || !st)
+		return -EINVAL;
+	e = rg_public_find(r, addr, 0);
+	if (!e)
+		return -ENOENT;
+	rg_stats(e->s, st);
+	return 0;
+}

@@ -1,0 +1,36 @@
+/*
+ * counters.c - every counter of the node, one walk (counters.h).
+ */
+#include "node/counters.h"
+#include "node/metrics.h"
+#include "node/nbd.h"
+#include "node/reload.h"
+#include "node/remote.h"
+#include "node/spin.h"
+#include "node/stats.h"
+#include "node/store.h"
+
+void counters_foreach(const struct client_env *env, counters_fn fn, void *arg)
+{
+	stats_foreach(env->stats, env->pools, env->zcache, fn, arg);
+	if (env->store)
+		store_foreach_stat(env->store, fn, arg);
+	if (env->remote)
+		remote_foreach_stat(env->remote, fn, arg);
+	if (env->nbd)
+		nbd_foreach_stat(env->nbd, fn, arg);
+	if (env->spin) {
+		struct spin_stats ss;
+
+		spin_get_stats(env->spin, &ss);
+		fn(arg, "loop_busy_polls", ss.polls,
+		   "times the loop polled before sleeping (busy_poll_us)");
+		fn(arg, "loop_busy_poll_hits", ss.hits, "... and found work without sleeping");
+		fn(arg, "loop_busy_poll_us", ss.spun_us, "microseconds spent busy polling");
+		spin_foreach_lag(&ss, fn, arg);
+	}
+	if (env->reload)
+		reload_foreach_stat(env->reload, fn, arg);
+	if (env->metrics)
+		metrics_foreach_stat(env->metrics, fn, arg);
+}

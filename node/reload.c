@@ -1,0 +1,329 @@
+/*
+ * reload.c - the cluster file re-read at run time (reload.h).
+ *
+ * The new file is loaded and checked whole (config_load) before anything is
+ * touched; then each key is compared with what runs. A key in the applied
+ * set is copied into the running configuration and pushed to its module
+ * (remote_set_tunables, log_set_level, cluster_add_node); any other change is
+ * listed as needing a restart and not copied, so the next reload names it
+ * again until the node restarts.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "node/cluster.h"
+#include "node/log.h"
+#include "node/reload.h"
+#include "node/remote.h"
+
+struct reload {
+	char path[CONFIG_PATH_MAX + 1];
+	char name[CONFIG_NAME_MAX];
+	struct config *cur;
+	bool level_from_flag;
+	struct remote *remote;
+	uint64_t reloads; /* reloads that loaded the file */
+	uint64_t failed;  /* reloads refused: the file did not load */
+	uint64_t refused; /* `ramsterctl reload` from an unprivileged client */
+	uint64_t pending; /* reloads that left changed keys waiting for a restart */
+	uint64_t nodes_added;
+	uint64_t nodes_removed;
+};
+
+struct reload *reload_create(const char *path, const char *name, struct config *cur,
+			     bool level_from_flag, struct remote *remote)
+{
+	struct reload *rl = calloc(1, sizeof(*rl));
+
+	if (!rl)
+		return NULL;
+	snprintf(rl->path, sizeof(rl->path), "%s", path);
+	snprintf(rl->name, sizeof(rl->name), "%s", name);
+	rl->cur = cur;
+	rl->level_from_flag = level_from_flag;
+	rl->remote = remote;
+	return rl;
+}
+
+void reload_destroy(struct reload *rl)
+{
+	free(rl);
+}
+
+/* Append ", " (when not first) and the formatted text to buf. */
+static void __attribute__((format(printf, 3, 4)))
+reload_note(char *buf, size_t len, const char *fmt, ...)
+{
+	size_t n = strlen(buf);
+	va_list ap;
+
+	if (n && n + 2 < len) {
+		memcpy(buf + n, ", ", 3);
+		n += 2;
+	}
+	if (n + 1 >= len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf + n, len - n, fmt, ap);
+	va_end(ap);
+}
+
+/* Compare field of the running and the new struct; copy it when applied. */
+#define RELOAD_NUM(cur, nw, field, key, apply, res, changed)                                       \
+	do {                                                                                       \
+		if ((cur)->field != (nw)->field) {                                                 \
+			if (apply) {                                                               \
+				reload_note((res)->applied, RELOAD_TEXT_MAX, "%s %llu -> %llu",    \
+					    key, (unsigned long long)(cur)->field,                 \
+					    (unsigned long long)(nw)->field);                      \
+				(cur)->field = (nw)->field;                                        \
+				(changed) = true;                                                  \
+			} else {                                                                   \
+				reload_note((res)->restart, RELOAD_TEXT_MAX, "%s %llu -> %llu",    \
+					    key, (unsigned long long)(cur)->field,                 \
+					    (unsigned long long)(nw)->field);                      \
+			}                                                                          \
+		}                                                                                  \
+	} while (0)
+
+#define RELOAD_STR(cur, nw, field, key, res)                                                       \
+	do {                                                                                       \
+		if (strcmp((cur)->field, (nw)->field))                                             \
+			reload_note((res)->restart, RELOAD_TEXT_MAX, "%s '%s' -> '%s'", key,       \
+				    (cur)->field, (nw)->field);                                    \
+	} while (0)
+
+/* [cluster]: the tunables apply; the rest needs a restart. @return true if a tunable changed. */
+static bool reload_cluster(struct config *cur, const struct config *nw, struct reload_result *res)
+{
+	bool changed = false;
+
+	RELOAD_STR(cur, nw, cluster_name, "name", res);
+	RELOAD_STR(cur, nw, secret_file, "secret_file", res);
+	RELOAD_NUM(cur, nw, heartbeat_ms, "heartbeat_ms", false, res, changed);
+	RELOAD_NUM(cur, nw, dead_after_ms, "dead_after_ms", false, res, changed);
+	RELOAD_NUM(cur, nw, pers_max_frac, "pers_max", false, res, changed);
+	RELOAD_NUM(cur, nw, pers_mean_max_frac, "pers_mean_max", false, res, changed);
+	RELOAD_NUM(cur, nw, pers_mean_limit_frac, "pers_mean_limit", false, res, changed);
+	RELOAD_NUM(cur, nw, replicas, "replicas", true, res, changed);
+	RELOAD_NUM(cur, nw, rereplicate_rate, "rereplicate_rate", true, res, changed);
+	RELOAD_NUM(cur, nw, high_watermark_pct, "high_watermark", true, res, changed);
+	RELOAD_NUM(cur, nw, low_watermark_pct, "low_watermark", true, res, changed);
+	RELOAD_NUM(cur, nw, remotify_ephemeral, "remotify_ephemeral", true, res, changed);
+	RELOAD_NUM(cur, nw, remotify_persistent, "remotify_persistent", true, res, changed);
+	RELOAD_NUM(cur, nw, request_timeout_ms, "request_timeout_ms", true, res, changed);
+	return changed;
+}
+
+/* This node's section. @return true if donate_mb changed. */
+static bool reload_self(struct reload *rl, struct config_node *cur, const struct config_node *nw,
+			struct reload_result *res)
+{
+	bool changed = false, unused = false;
+
+	RELOAD_NUM(cur, nw, id, "id", false, res, unused);
+	RELOAD_STR(cur, nw, host, "address", res);
+	RELOAD_NUM(cur, nw, port, "address's port", false, res, unused);
+	RELOAD_NUM(cur, nw, transport, "transport", false, res, unused);
+	RELOAD_STR(cur, nw, socket, "socket", res);
+	RELOAD_NUM(cur, nw, local_mb, "local_mb", false, res, unused);
+	RELOAD_STR(cur, nw, nbd_socket, "nbd_socket", res);
+	RELOAD_STR(cur, nw, nbd_listen, "nbd_listen", res);
+	RELOAD_STR(cur, nw, metrics_listen, "metrics_listen", res);
+	RELOAD_NUM(cur, nw, busy_poll_us, "busy_poll_us", false, res, unused);
+	RELOAD_NUM(cur, nw, donate_mb, "donate_mb", true, res, changed);
+	(void)unused;
+	/* the log level: the file's when set, unless --log-level was given */
+	if (nw->log_level >= 0 && (enum log_level)nw->log_level != log_get_level()) {
+		if (rl->level_from_flag) {
+			reload_note(res->restart, RELOAD_TEXT_MAX,
+				    "log_level %s (--log-level %s on the command line wins)",
+				    log_level_name((enum log_level)nw->log_level),
+				    log_level_name(log_get_level()));
+		} else {
+			reload_note(res->applied, RELOAD_TEXT_MAX, "log_level %s -> %s",
+				    log_level_name(log_get_level()),
+				    log_level_name((enum log_level)nw->log_level));
+			log_set_level((enum log_level)nw->log_level);
+		}
+	}
+	cur->log_level = nw->log_level;
+	return changed;
+}
+
+/* The other nodes: added ones join; changed or removed ones need a restart. */
+static void reload_nodes(struct reload *rl, struct config *cur, const struct config *nw,
+			 struct reload_result *res)
+{
+	size_t i;
+
+	for (i = 0; i < cur->n_nodes; i++) {
+		const struct config_node *o = &cur->nodes[i];
+		const struct config_node *n = config_find_node(nw, o->name);
+		int rc;
+
+		if (!strcmp(o->name, rl->name))
+			continue;
+		if (!n) {
+			rc = rl->remote ? cluster_remove_node(remote_cluster(rl->remote), o->id)
+					: -ENOTCONN;
+			if (rc == -EBUSY) {
+				reload_note(res->restart, RELOAD_TEXT_MAX,
+					    "[node %s] removed but still holds pages of this node "
+					    "(drain it first: ramsterctl drain %s)",
+					    o->name, o->name);
+				continue;
+			}
+			if (rc) {
+				reload_note(res->restart, RELOAD_TEXT_MAX, "[node %s] removed (%s)",
+					    o->name, strerror(-rc));
+				continue;
+			}
+			rl->nodes_removed++;
+			reload_note(res->applied, RELOAD_TEXT_MAX, "[node %s] removed", o->name);
+			/* nothing keeps pointers into cur->nodes past start-up: close the gap */
+			memmove(&cur->nodes[i], &cur->nodes[i + 1],
+				(cur->n_nodes - i - 1) * sizeof(cur->nodes[0]));
+			cur->n_nodes--;
+			i--;
+			continue;
+		}
+		if (n->id != o->id || strcmp(n->host, o->host) || n->port != o->port ||
+		    n->transport != o->transport)
+			reload_note(res->restart, RELOAD_TEXT_MAX, "[node %s] id/address/transport",
+				    o->name);
+	}
+	for (i = 0; i < nw->n_nodes; i++) {
+		const struct config_node *n = &nw->nodes[i];
+		size_t k;
+		int rc = -ENOTCONN;
+
+		if (config_find_node(cur, n->name))
+			continue;
+		for (k = 0; k < cur->n_nodes; k++)
+			if (cur->nodes[k].id == n->id)
+				break;
+		if (k < cur->n_nodes) {
+			reload_note(res->restart, RELOAD_TEXT_MAX,
+				    "[node %s] added with id %u, which [node %s] had", n->name,
+				    n->id, cur->nodes[k].name);
+			continue;
+		}
+		if (rl->remote && cur->n_nodes < CONFIG_NODES_MAX)
+			rc = cluster_add_node(remote_cluster(rl->remote), n);
+		if (rc) {
+			reload_note(res->restart, RELOAD_TEXT_MAX, "[node %s] added (%s)", n->name,
+				    rc == -ENOTCONN ? "this node is not in a collective"
+						    : strerror(-rc));
+			continue;
+		}
+		cur->nodes[cur->n_nodes++] = *n;
+		rl->nodes_added++;
+		reload_note(res->applied, RELOAD_TEXT_MAX, "[node %s] added (id %u, %s:%u)",
+			    n->name, n->id, n->host, (unsigned)n->port);
+	}
+}
+
+/* [export NAME]: any change needs a restart (a pool and its pages per export). */
+static void reload_exports(const struct config *cur, const struct config *nw,
+			   struct reload_result *res)
+{
+	size_t i;
+	bool same = cur->n_exports == nw->n_exports;
+
+	for (i = 0; same && i < cur->n_exports; i++)
+		same = !strcmp(cur->exports[i].name, nw->exports[i].name) &&
+		       cur->exports[i].size == nw->exports[i].size &&
+		       !strcmp(cur->exports[i].backing, nw->exports[i].backing);
+	if (!same)
+		reload_note(res->restart, RELOAD_TEXT_MAX, "[export] sections");
+}
+
+int reload_run(struct reload *rl, struct reload_result *res)
+{
+	struct config *nw;
+	const struct config_node *nself;
+	struct config_node *cself;
+	bool tun;
+
+	memset(res, 0, sizeof(*res));
+	if (!rl) {
+		snprintf(res->error, sizeof(res->error),
+			 "the node runs without a cluster file (--config): nothing to reload");
+		return -ENOENT;
+	}
+	nw = malloc(sizeof(*nw));
+	if (!nw) {
+		rl->failed++;
+		snprintf(res->error, sizeof(res->error), "out of memory");
+		return -ENOMEM;
+	}
+	if (config_load(nw, rl->path, res->error, sizeof(res->error))) {
+		rl->failed++;
+		log_error("reload: %s; nothing changed", res->error);
+		free(nw);
+		return -EINVAL;
+	}
+	nself = config_find_node(nw, rl->name);
+	cself = (struct config_node *)config_find_node(rl->cur, rl->name);
+	if (!nself || !cself) {
+		rl->failed++;
+		snprintf(res->error, sizeof(res->error), "%s: no [node %s] section any more",
+			 rl->path, rl->name);
+		log_error("reload: %s; nothing changed", res->error);
+		free(nw);
+		return -EINVAL;
+	}
+	rl->reloads++;
+	tun = reload_cluster(rl->cur, nw, res);
+	tun |= reload_self(rl, cself, nself, res);
+	if (tun && rl->remote)
+		remote_set_tunables(rl->remote, rl->cur, cself);
+	reload_nodes(rl, rl->cur, nw, res);
+	reload_exports(rl->cur, nw, res);
+	free(nw);
+	if (res->restart[0])
+		rl->pending++;
+	log_notice("reload of %s: %s%s%s", rl->path,
+		   res->applied[0] ? "applied: " : "nothing to apply", res->applied,
+		   res->restart[0] ? "" : "; nothing needs a restart");
+	if (res->restart[0])
+		log_warn("reload: changed but needs a restart (left as it runs): %s", res->restart);
+	return 0;
+}
+
+int reload_request(struct reload *rl, uid_t uid, struct reload_result *res)
+{
+	if (uid != 0 && uid != geteuid()) {
+		memset(res, 0, sizeof(*res));
+		snprintf(res->error, sizeof(res->error),
+			 "reload is for root or the daemon's user (uid %ld), not uid %ld",
+			 (long)geteuid(), (long)uid);
+		if (rl)
+			rl->refused++;
+		log_notice("reload refused: a client of uid %ld", (long)uid);
+		return -EPERM;
+	}
+	return reload_run(rl, res);
+}
+
+void reload_foreach_stat(const struct reload *rl,
+			 void (*fn)(void *arg, const char *name, uint64_t value, const char *help),
+			 void *arg)
+{
+	fn(arg, "reload_done", rl->reloads,
+	   "reloads of the cluster file (SIGHUP, ramsterctl reload)");
+	fn(arg, "reload_failed", rl->failed,
+	   "reloads refused: the file did not load (nothing changed)");
+	fn(arg, "reload_refused", rl->refused, "ramsterctl reload refused: not root or our uid");
+	fn(arg, "reload_restart_needed", rl->pending,
+	   "reloads that left changed keys for a restart");
+	fn(arg, "reload_nodes_added", rl->nodes_added, "nodes added to the collective by reloads");
+	fn(arg, "reload_nodes_removed", rl->nodes_removed,
+	   "nodes removed from the collective by reloads (drained first)");
+}

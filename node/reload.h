@@ -1,0 +1,59 @@
+/*
+ * reload.h - re-read the cluster file at run time (SIGHUP, `ramsterctl
+ * reload`) and apply what can change safely; say which changed keys need a
+ * restart.
+ *
+ * Applied at once: the node's log_level and donate_mb; [cluster] high/low
+ * watermarks, replicas (pages placed from now on), rereplicate_rate,
+ * remotify_ephemeral/persistent, request_timeout_ms; a [node] section added
+ * to the file (the collective links to it without a restart) or removed
+ * (once that node holds none of our pages: drained). Everything
+ * else that changed is named in the log (and the reply) as needing a
+ * restart, and left as it runs. A file that does not load changes nothing.
+ * Loop thread only.
+ */
+#ifndef RAMSTER_NODE_RELOAD_H
+#define RAMSTER_NODE_RELOAD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "node/config.h"
+
+struct remote;
+struct reload;
+
+#define RELOAD_TEXT_MAX 1024
+
+/* What a reload did, as text ("" when nothing): for the log and the reply. */
+struct reload_result {
+	char applied[RELOAD_TEXT_MAX]; /* "donate_mb 64 -> 128, high_watermark 90 -> 85" */
+	char restart[RELOAD_TEXT_MAX]; /* "local_mb 64 -> 128" */
+	char error[CONFIG_ERR_MAX];    /* why nothing changed, on failure */
+};
+
+/*
+ * Reload path (the file the node started from) for node name into cur (the
+ * configuration that runs; updated in place for what is applied; it and
+ * remote - NULL for a lone node - outlive the object). level_from_flag: the
+ * command line set the log level, which then wins over the file's.
+ * @return the object, or NULL (ENOMEM).
+ */
+struct reload *reload_create(const char *path, const char *name, struct config *cur,
+			     bool level_from_flag, struct remote *remote);
+void reload_destroy(struct reload *rl); /* NULL ok */
+
+/* Reload now (SIGHUP). Logs what changed. @return 0, or -errno with res->error set. */
+int reload_run(struct reload *rl, struct reload_result *res);
+
+/* The same asked by a client of uid: only root or the daemon's own uid
+ * (else -EPERM, counted). rl NULL (no file): -ENOENT. */
+int reload_request(struct reload *rl, uid_t uid, struct reload_result *res);
+
+/* Counters "reload_...". */
+void reload_foreach_stat(const struct reload *rl,
+			 void (*fn)(void *arg, const char *name, uint64_t value, const char *help),
+			 void *arg);
+
+#endif /* RAMSTER_NODE_RELOAD_H */

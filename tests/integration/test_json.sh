@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# test_json.sh - the JSON the tools print (jansson) is parsed, not grepped:
+# ramsterctl's --json listings, ramster-bench's report (in-process and
+# against a real daemon) and ramster-netbench's report against a real 2-node
+# collective, each read with python's json module and with jq, and checked
+# for the figures the bench scripts (tools/bench*.sh) take from them.
+# Needs RAMSTER_BIN. Prints cmocka-like lines for tests/run-tests.
+set -u
+BIN=${RAMSTER_BIN:-build/bin}
+BIN=$(cd "$BIN" && pwd)
+T=$(mktemp -d /tmp/ramster-json.XXXXXX)
+pass=0
+fail=0
+pids=()
+
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	[ -n "${RAMSTER_KEEP:-}" ] || rm -rf "$T"
+}
+trap cleanup EXIT
+
+for tool in jq python3; do
+	if ! command -v $tool >/dev/null; then
+		echo "[  SKIPPED ] test_json: $tool missing (tools/deps.sh installs it)"
+		echo "[  PASSED  ] 0 test(s)."
+		exit 0
+	fi
+done
+
+run() {
+	local name=$1
+	shift
+	echo "[ RUN      ] $name"
+	if "$@" >"$T/$name.log" 2>&1; then
+		echo "[       OK ] $name"
+		pass=$((pass + 1))
+	else
+		tail -30 "$T/$name.log"
+		echo "[  FAILED  ] $name"
+		fail=$((fail + 1))
+	fi
+}
+
+# one_doc FILE: exactly one JSON document, which python and jq both read
+one_doc() {
+	python3 -c 'import json, sys; json.loads(open(sys.argv[1]).read())' "$1" &&
+		[ "$(jq -c . "$1" | wc -l)" -eq 1 ]
+}
+
+start_node() {
+	RAMSTER_NO_MEMLOCK=1 "$BIN/ramsterd" --config "$1" --node "$2" --log-level notice >>"$3" 2>&1 &
+	pids+=($!)
+	local sock
+	sock=$(awk -v n="[node $2]" '$0==n{f=1;next} /^\[/{f=0} f&&$1=="socket"{print $3}' "$1")
+	for _ in $(seq 100); do
+		[ -S "$sock" ] && return 0
+		sleep 0.05
+	done
+	cat "$3"
+	return 1
+}
+
+"$BIN/ramsterctl" genkey >"$T/key"
+chmod 600 "$T/key"
+port=$((20000 + RANDOM % 20000))
+cat >"$T/two.ini" <<EOF
+[cluster]
+name = jsontest
+secret_file = $T/key
+heartbeat_ms = 50
+dead_after_ms = 2000
+
+[node a]
+id = 1
+address = 127.0.0.1:$port
+socket = $T/a.sock
+local_mb = 8
+donate_mb = 8
+
+[node b]
+id = 2
+address = 127.0.0.1:$((port + 1))
+socket = $T/b.sock
+local_mb = 64
+donate_mb = 128
+EOF
+start_node "$T/two.ini" a "$T/a.log" || exit 1
+start_node "$T/two.ini" b "$T/b.log" || exit 1
+
+t_ctl() {
+	local c
+	for c in status stats pools peers exports; do
+		"$BIN/ramsterctl" -s "$T/a.sock" $c --json >"$T/$c.json" || return 1
+		one_doc "$T/$c.json" || { echo "$c: not one JSON document"; cat "$T/$c.json"; return 1; }
+	done
+	jq -e '.node == "a" and (.pid | tonumber) > 0' "$T/status.json" &&
+		jq -e '(.tier_budget_frames > 0) and (to_entries | all(.value | type == "number"))' \
+			"$T/stats.json" &&
+		jq -e 'type == "array"' "$T/pools.json" &&
+		jq -e '.[0].name == "b" and .[0].id == 2 and (.[0].incarnation | test("^[0-9a-f]{16}$"))' \
+			"$T/peers.json" &&
+		jq -e '. == []' "$T/exports.json" &&
+		# a bad flag is a usage error, not JSON
+		! "$BIN/ramsterctl" -s "$T/a.sock" genkey --json 2>/dev/null
+}
+run ramsterctl_json_listings t_ctl
+
+t_bench_inproc() {
+	"$BIN/ramster-bench" --mode lzo,inproc --pages 2000 --reps 1 --json >"$T/bench.json" ||
+		return 1
+	cat "$T/bench.json"
+	one_doc "$T/bench.json" || return 1
+	jq -e '.pages == 2000 and .inproc_errors == 0 and .lzo_errors == 0 and
+		.inproc_putget_pps > 0 and .lzo_pps > 0 and (.ratio_inproc_lzo | type == "number") and
+		(.inproc_meta_per_page | type == "number")' "$T/bench.json" || return 1
+	# what tools/bench.sh reads, the way it reads it
+	[ -n "$(jq -r '.ratio_inproc_lzo // empty' "$T/bench.json")" ]
+}
+run bench_inproc_json t_bench_inproc
+
+t_bench_daemon() {
+	"$BIN/ramster-bench" --socket "$T/b.sock" --mode daemon --pages 2000 --reps 1 --batch 16 \
+		--json >"$T/benchd.json" || return 1
+	cat "$T/benchd.json"
+	one_doc "$T/benchd.json" &&
+		jq -e '.daemon_errors == 0 and .daemon_putget_pps > 0 and .batch == 16 and
+			(.daemon_put_p99_us >= .daemon_put_p50_us)' "$T/benchd.json"
+}
+run bench_daemon_json t_bench_daemon
+
+t_netbench() {
+	"$BIN/ramster-netbench" --socket "$T/a.sock" --peer-socket "$T/b.sock" --pages 6000 \
+		--rounds 1 --iters 50 --put-reps 1 --memcached none --json >"$T/net.json" 2>"$T/net.err" ||
+		{ cat "$T/net.err"; return 1; }
+	cat "$T/net.json"
+	one_doc "$T/net.json" || return 1
+	jq -e '.pages == 6000 and .errors == 0 and (.repat_p50_us > 0) and
+		(.baseline_p50_us > 0) and (.ratio_repat_baseline | type == "number") and
+		(.peer1_foreign_pages | type == "number")' "$T/net.json" || return 1
+	# the sum tools/bench-collective.sh prints
+	jq -e '[to_entries[] | select(.key | test("^peer[0-9]+_left_after_destroy[0-9]+$"))
+		| .value] | (add // 0) | type == "number"' "$T/net.json"
+}
+run netbench_json_two_nodes t_netbench
+
+echo "$pass passed, $fail failed"
+echo "[  PASSED  ] $pass test(s)."
+if [ $fail -ne 0 ]; then
+	echo "[  FAILED  ] $fail test(s), listed above"
+	exit 1
+fi
+exit 0

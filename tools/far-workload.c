@@ -1,0 +1,98 @@
+/*
+ * far-workload - the workload of tools/bench-far.sh: the same program run
+ * under ramster-run and in a memory cgroup swapping to zram.
+ *
+ *   far-workload seq|rand WS_MB [ACCESSES]
+ *
+ * It maps WS_MB of anonymous memory, writes every page once (each page's
+ * number repeated: compressible, the same bytes for both backends), then
+ * either scans the whole set twice in order reading every page ("seq") or
+ * reads and writes ACCESSES random pages ("rand", default one per page). Each
+ * page access is timed: the median and 99th percentile of those that took
+ * longer than 2 us (a fault; a resident page takes nanoseconds) are the fault
+ * latency. Every page read is checked. Prints one line:
+ *   mode=seq ws_mb=128 secs=1.234 accesses=N faults=N fault_p50_us=X fault_p99_us=Y
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#define PAGE 4096ul
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+	size_t ws, npages, i, k, acc, nfault = 0, bad = 0;
+	uint64_t *lat, t0, t1, start, rng = 88172645463325252ull, *w;
+	const char *mode = argc > 1 ? argv[1] : "";
+	int seq = !strcmp(mode, "seq");
+	uint8_t *m;
+
+	if (argc < 3 || (!seq && strcmp(mode, "rand")) || atol(argv[2]) <= 0) {
+		fprintf(stderr, "usage: far-workload seq|rand WS_MB [ACCESSES]\n");
+		return 2;
+	}
+	ws = (size_t)atol(argv[2]) << 20;
+	npages = ws / PAGE;
+	acc = seq ? 2 * npages : argc > 3 ? (size_t)atol(argv[3]) : npages;
+	m = mmap(NULL, ws, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	lat = malloc(acc * sizeof(*lat)); /* < 1 MiB for small sets: stays in glibc's heap */
+	if (m == MAP_FAILED || !lat) {
+		perror("far-workload");
+		return 1;
+	}
+	for (i = 0; i < npages; i++) {
+		w = (uint64_t *)(m + i * PAGE);
+		for (k = 0; k < PAGE / 8; k++)
+			w[k] = i;
+	}
+	start = now_ns();
+	for (i = 0; i < acc; i++) {
+		size_t pg;
+
+		if (seq) {
+			pg = i % npages;
+		} else {
+			rng ^= rng << 13;
+			rng ^= rng >> 7;
+			rng ^= rng << 17;
+			pg = rng % npages;
+		}
+		w = (uint64_t *)(m + pg * PAGE);
+		t0 = now_ns();
+		bad += w[(i * 7) % (PAGE / 8)] != pg;
+		if (!seq)
+			w[(i * 13) % (PAGE / 8)] = pg; /* the same value: the page is dirty, its bytes unchanged */
+		t1 = now_ns();
+		if (t1 - t0 > 2000)
+			lat[nfault++] = t1 - t0;
+	}
+	t1 = now_ns();
+	qsort(lat, nfault, sizeof(*lat), cmp_u64);
+	printf("mode=%s ws_mb=%zu secs=%.3f accesses=%zu faults=%zu fault_p50_us=%.1f fault_p99_us=%.1f\n",
+	       mode, ws >> 20, (double)(t1 - start) / 1e9, acc, nfault,
+	       nfault ? (double)lat[nfault / 2] / 1e3 : 0.0,
+	       nfault ? (double)lat[nfault * 99 / 100] / 1e3 : 0.0);
+	if (bad) {
+		fprintf(stderr, "far-workload: %zu pages read back wrong\n", bad);
+		return 1;
+	}
+	return 0;
+}
