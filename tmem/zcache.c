@@ -407,8 +407,14 @@ void zcache_set_remote(struct zcache *z, const struct zcache_remote_ops *ops, vo
 unsigned zcache_usage_pct(struct zcache *z)
 {
 	struct zalloc_stats zs;
+	uint64_t allow = z->budget_frames / ZCACHE_META_FREE;
+	uint64_t meta = tmem_meta_estimate(z->tmem) / ZBUD_FRAME_SIZE;
 
 	z->za_ops->get_stats(z->za, &zs);
+	/* the bookkeeping charged to the budget (zcache_meta_room) counts too:
+	 * remotify must make room for it as for frames */
+	if (meta > allow)
+		zs.frames += meta - allow;
 	return (unsigned)(zs.frames * 100 / (zs.max_frames ? zs.max_frames : 1));
 }
 
