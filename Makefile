@@ -200,7 +200,7 @@ endif
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -g" \
 	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	  RAMSTER_TEST_SLOW=$${RAMSTER_TEST_SLOW:-2} CHECK_VM=0 check
+	  RAMSTER_TEST_SLOW=$${RAMSTER_TEST_SLOW:-2} RAMSTER_DRILLS=$${RAMSTER_DRILLS:-quick} CHECK_VM=0 check
 
 # ThreadSanitizer: the unit and integration suites, in build-tsan/ (the
 # daemons and drills the tests start are the TSan build's too). Every report
@@ -216,6 +216,7 @@ tsan:
 	@rm -rf $(TSAN_REPORTS); mkdir -p $(TSAN_REPORTS)
 	@TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp log_path=$(CURDIR)/$(TSAN_REPORTS)/tsan \
 	  second_deadlock_stack=1 $${TSAN_OPTIONS:-}" RAMSTER_TEST_SLOW=$${RAMSTER_TEST_SLOW:-3} \
+	  RAMSTER_DRILLS=$${RAMSTER_DRILLS:-quick} \
 	  $(MAKE) BUILD=build-tsan OPT="-O1 -g" SAN="-fsanitize=thread" CHECK_VM=0 check; rc=$$?; \
 	if ls $(TSAN_REPORTS)/tsan.* >/dev/null 2>&1; then \
 	  cat $(TSAN_REPORTS)/tsan.*; \
