@@ -32,7 +32,7 @@ PY=$(command -v python3) || skip "python3 missing"
 command -v sort >/dev/null || skip "sort missing"
 [ -r /dev/userfaultfd ] && [ -w /dev/userfaultfd ] || [ "$(id -u)" = 0 ] || skip "no access to /dev/userfaultfd"
 
-if ldd "$BIN/../lib/libramster-preload.so" 2>/dev/null | grep -q -e libasan -e libubsan; then
+if ldd "$BIN/../lib/libramster-preload.so" 2>/dev/null | grep -q -e libasan -e libubsan -e libtsan; then
 	skip "the shim is a sanitizer build: it cannot be preloaded into other programs"
 fi
 

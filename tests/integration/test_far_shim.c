@@ -30,11 +30,12 @@
 #include "ramster.h"
 #include "tests/integration/harness.h"
 
-/* An ASan build's shim cannot be preloaded into a program (ASan's runtime must come first). */
-#if defined(__SANITIZE_ADDRESS__)
+/* A sanitizer build's shim cannot be preloaded into a program (ASan's or TSan's
+ * runtime must come first). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define ASAN 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define ASAN 1
 #endif
 #endif
