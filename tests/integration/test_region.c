@@ -26,10 +26,10 @@
 #include "tests/integration/harness.h"
 
 /* Under ASan the shadow memory of what the test touches is RSS too: the RSS bound is not checked. */
-#if defined(__SANITIZE_ADDRESS__)
-#define ASAN 1
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define ASAN 1 /* a sanitizer's shadow memory counts in RSS */
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define ASAN 1
 #endif
 #endif
