@@ -877,7 +877,7 @@ static void test_drain_then_kill_loses_nothing(void **state)
 	assert_true(ramster_drain(r, 9, 1) < 0); /* no such peer */
 	assert_int_equal(ramster_drain(r, 3, 1), 0); /* relayed by alpha to gamma */
 	assert_int_equal(stat_of(c, 2, "drain_active"), 1);
-	assert_int_equal(wait_stat(c, 2, "foreign_pages", 0, 30000 * SLOW), 0);
+	assert_int_equal(wait_stat(c, 2, "foreign_pages", 0, 90000 * SLOW), 0);
 	assert_int_equal(stat_of(c, 2, "drain_pages_left"), 0);
 	assert_true(stat_of(c, 2, "drain_returned") + stat_of(c, 2, "drain_orphans") >= on_gamma);
 	assert_true(stat_of(c, 0, "remote_returns_served") > 0);
