@@ -60,7 +60,7 @@ id = 1
 address = 127.0.0.1:7481
 socket = $dir/n1.sock
 nbd_socket = $dir/nbd.sock
-local_mb = 8
+local_mb = 2
 donate_mb = 8
 
 [node n2]
