@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,8 +252,8 @@ static void test_lie_garbage(void **state)
 
 struct cutter {
 	int port;
-	volatile int stop;
-	unsigned cuts;
+	atomic_int stop;     /* the test's thread tells the cutter to end */
+	atomic_uint cuts;
 };
 
 /* Cut alpha's link to gamma again and again: a holder on a lost link is asked last. */
@@ -262,9 +263,9 @@ static void *cutter_main(void *arg)
 	char cmd[160];
 
 	snprintf(cmd, sizeof(cmd), "ss -K dst 127.0.0.1 dport = :%d >/dev/null 2>&1", k->port);
-	while (!k->stop) {
+	while (!atomic_load(&k->stop)) {
 		if (system(cmd) == 0)
-			k->cuts++;
+			atomic_fetch_add(&k->cuts, 1);
 		usleep(30000);
 	}
 	return NULL;
@@ -297,11 +298,11 @@ static void test_lie_fallover(void **state)
 	k.port = t->port + 2;
 	assert_int_equal(pthread_create(&th, NULL, cutter_main, &k), 0);
 	assert_int_equal(get_all(r, pool, 1), 0);
-	k.stop = 1;
+	atomic_store(&k.stop, 1);
 	pthread_join(th, NULL);
 	fprintf(stderr,
 		"holder lies with a second copy: %u cuts, seal failures %llu, fallovers %llu\n",
-		k.cuts, (unsigned long long)stat_of(t, 0, "remote_seal_failures"),
+		atomic_load(&k.cuts), (unsigned long long)stat_of(t, 0, "remote_seal_failures"),
 		(unsigned long long)stat_of(t, 0, "remote_get_fallovers"));
 	assert_true(stat_of(t, 0, "remote_seal_failures") > 0);
 	assert_true(stat_of(t, 0, "remote_get_fallovers") >= stat_of(t, 0, "remote_seal_failures"));
