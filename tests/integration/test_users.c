@@ -150,7 +150,7 @@ static struct fix *start(const char *conf, const char *node)
 	assert_non_null(mkdtemp(tmpl));
 	snprintf(f->conf, sizeof(f->conf), "%s/ramster.conf", tmpl);
 	snprintf(f->key, sizeof(f->key), "%s/key", tmpl);
-	write_file(f->key, "0123456789abcdef0123456789abcdef\n", 0600);
+	write_file(f->key, "3b6f2a7c9d1e4f5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f809a1b2c3\n", 0600);
 	{
 		/* "@DIR@" in conf names the temp dir (the key is @DIR@/key) */
 		char text[2048], *at;
