@@ -419,7 +419,10 @@ backing = $T/d.img
 EOF
 t_sync() {
 	cc -shared -fPIC -O2 -o "$T/failsync.so" "$HERE/failsync.c" -ldl || return 1
-	LD_PRELOAD="$T/failsync.so" RAMSTER_FAILSYNC="$T/failsync.flag" start_node "$T/sync.ini" s "$T/s.log" || return 1
+	# a sanitizer build's runtime must come first in the preload list (make asan, make tsan)
+	local san
+	san=$(ldd "$BIN/ramsterd" | awk '$1 ~ /^lib(a|t)san\.so/ {print $3; exit}')
+	LD_PRELOAD="${san:+$san }$T/failsync.so" RAMSTER_FAILSYNC="$T/failsync.flag" start_node "$T/sync.ini" s "$T/s.log" || return 1
 	local spid=$last_pid rc=0
 	PATH=/usr/bin:$PATH python3 - "$T/nbd-s.sock" "$T/d.img" "$T/failsync.flag" <<'EOF' || rc=1
 import errno, os, sys
