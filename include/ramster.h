@@ -34,6 +34,15 @@ typedef struct ramster ramster; /* one connection; use one per thread */
 enum { RAMSTER_PERSISTENT = 1u << 0, RAMSTER_SHARED = 1u << 1 };
 
 /*
+ * A shared pool's permission bits, OR-ed into ramster_pool_new's flags:
+ * RAMSTER_SHARED | RAMSTER_POOL_MODE(0660). Like a file's: the creating uid,
+ * its gid, others; 4 lets a class get, 2 put and flush, either join. Without
+ * it a new shared pool is 0600 (its uid alone). An existing pool keeps the
+ * mode it was made with. docs/operations.md, "Users and limits".
+ */
+#define RAMSTER_POOL_MODE(m) (((unsigned)(m) & 0777u) << 8)
+
+/*
  * Connect to a node. socket_path NULL: $RAMSTER_SOCKET, else the default
  * (/run/ramster/ramsterd.sock). @return a handle, or NULL with errno set.
  */
@@ -233,6 +242,23 @@ struct ramster_region_stats {
 
 /* Read a region's counters. @return 0 or -errno (-ENOENT: no such region of r). */
 int ramster_region_stats(ramster *r, void *addr, struct ramster_region_stats *st);
+/* One uid with connections or pools on the node, as `ramsterctl clients` shows it. */
+struct ramster_client_info {
+	uint32_t uid;
+	uint32_t connections;
+	uint32_t pools;          /* pools it owns */
+	uint64_t pages;          /* pages in them, local and remote */
+	uint64_t bytes_in, bytes_out;
+	uint64_t refusals;       /* connections and requests refused (limits, -EPERM, -EACCES, -EDQUOT) */
+	uint64_t max_mb;         /* its quota (0: none) */
+	uint32_t weight;
+};
+
+/*
+ * List the node's uids: all of them for root and the daemon's uid, the
+ * caller's own row for anyone else. *out freed with free(). @return 0 or -errno.
+ */
+int ramster_clients(ramster *r, struct ramster_client_info **out, size_t *n);
 
 #ifdef __cplusplus
 }

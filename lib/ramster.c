@@ -448,12 +448,18 @@ int ramster_pool_new(ramster *r, unsigned flags, const unsigned char uuid[16])
 {
 	Ramster__Request req = RAMSTER__REQUEST__INIT;
 
+	unsigned mode = (flags >> 8) & 0777u;
+
+	flags &= ~RAMSTER_POOL_MODE(0777);
 	if (!r || (flags & ~(unsigned)(RAMSTER_PERSISTENT | RAMSTER_SHARED)))
 		return -EINVAL;
 	if (!(flags & RAMSTER_SHARED) != !uuid)
 		return -EINVAL;
+	if (mode && !(flags & RAMSTER_SHARED))
+		return -EINVAL;
 	req.op = RAMSTER__OP__OP_POOL_NEW;
 	req.flags = flags;
+	req.mode = mode;
 	if (uuid) {
 		req.uuid.data = (uint8_t *)uuid;
 		req.uuid.len = 16;
@@ -893,6 +899,45 @@ int ramster_pools(ramster *r, struct ramster_pool_info **out, size_t *n)
 		p[i].clients = pi->clients;
 		p[i].objects = pi->objects;
 		p[i].pages = pi->pages;
+	}
+	*out = p;
+	*n = cnt;
+	ramster__response__free_unpacked(rsp, NULL);
+	return 0;
+}
+
+static size_t count_clients(const Ramster__Response *rsp)
+{
+	return rsp->n_clients;
+}
+
+int ramster_clients(ramster *r, struct ramster_client_info **out, size_t *n)
+{
+	Ramster__Response *rsp;
+	struct ramster_client_info *p;
+	size_t i, cnt;
+	void *arr;
+	int err;
+
+	if (!out || !n)
+		return -EINVAL;
+	err = ramster_list(r, RAMSTER__OP__OP_CLIENTS, count_clients, sizeof(*p), &rsp, &arr,
+			   &cnt);
+	if (err)
+		return err;
+	p = arr;
+	for (i = 0; i < cnt; i++) {
+		const Ramster__ClientInfo *ci = rsp->clients[i];
+
+		p[i].uid = ci->uid;
+		p[i].connections = ci->connections;
+		p[i].pools = ci->pools;
+		p[i].pages = ci->pages;
+		p[i].bytes_in = ci->bytes_in;
+		p[i].bytes_out = ci->bytes_out;
+		p[i].refusals = ci->refusals;
+		p[i].max_mb = ci->max_mb;
+		p[i].weight = ci->weight;
 	}
 	*out = p;
 	*n = cnt;

@@ -180,6 +180,7 @@ int admin_reload(struct client *c, Ramster__Response *rsp)
 /* POOLS: every pool of the directory with its tmem figures. */
 struct client_pool_list {
 	struct tmem *t;
+	const struct users_cred *cred; /* list only what it may reach */
 	Ramster__PoolInfo *items;
 	unsigned char (*uuids)[POOLS_UUID_LEN];
 	size_t n, cap;
@@ -192,7 +193,7 @@ static void client_pool_add(void *arg, const struct pools_info *info)
 	Ramster__PoolInfo pi = RAMSTER__POOL_INFO__INIT;
 	struct tmem_pool_info ti = {0};
 
-	if (pl->err)
+	if (pl->err || !pools_visible(info, pl->cred))
 		return;
 	if (pl->n == pl->cap) {
 		size_t cap = pl->cap ? pl->cap * 2 : 32;
@@ -229,7 +230,7 @@ static void client_pool_add(void *arg, const struct pools_info *info)
 int admin_pools(struct client *c, Ramster__Response *rsp)
 {
 	const struct client_env *env = c->l->env;
-	struct client_pool_list pl = {.t = zcache_tmem(env->zcache)};
+	struct client_pool_list pl = {.t = zcache_tmem(env->zcache), .cred = &c->cred};
 	Ramster__PoolInfo **ptrs = NULL;
 	size_t i;
 	int rc;
@@ -395,3 +396,70 @@ int admin_ping(struct client *c, const Ramster__Request *req, size_t payload_off
  * waits (up to CLIENT_ROOM_WAIT) for remotify to make room, when there is a
  * collective. @return 0 answered, 1 waiting, CONN_CLOSED.
  */
+
+/* CLIENTS: one row a uid; the privileged see every uid, others their own. */
+struct client_user_list {
+	const struct client_env *env;
+	const struct users_cred *cred;
+	Ramster__ClientInfo *items;
+	size_t n, cap;
+	int err;
+};
+
+static void client_user_add(void *arg, const struct users_user *uu)
+{
+	struct client_user_list *ul = arg;
+	Ramster__ClientInfo ci = RAMSTER__CLIENT_INFO__INIT;
+
+	if (ul->err || (!ul->cred->privileged && uu->uid != ul->cred->uid))
+		return;
+	if (ul->n == ul->cap) {
+		size_t cap = ul->cap ? ul->cap * 2 : 16;
+		Ramster__ClientInfo *items = realloc(ul->items, cap * sizeof(*items));
+
+		if (!items) {
+			ul->err = -ENOMEM;
+			return;
+		}
+		ul->items = items;
+		ul->cap = cap;
+	}
+	ci.uid = (uint32_t)uu->uid;
+	ci.connections = uu->connections;
+	ci.pools = uu->pools;
+	ci.pages = pools_owner_pages(ul->env->pools, uu);
+	ci.bytes_in = uu->bytes_in;
+	ci.bytes_out = uu->bytes_out;
+	ci.refusals = uu->refused_conn + uu->refused_perm + uu->refused_access +
+		      uu->refused_quota + uu->refused_pools;
+	ci.max_mb = uu->max_pages / (1024 * 1024 / WIRE_PAGE_SIZE);
+	ci.weight = uu->weight;
+	ul->items[ul->n++] = ci;
+}
+
+int admin_clients(struct client *c, Ramster__Response *rsp)
+{
+	struct client_user_list ul = {.env = c->l->env, .cred = &c->cred};
+	Ramster__ClientInfo **ptrs = NULL;
+	size_t i;
+	int rc;
+
+	users_foreach(c->l->env->users, client_user_add, &ul);
+	if (!ul.err && ul.n) {
+		ptrs = malloc(ul.n * sizeof(*ptrs));
+		if (!ptrs)
+			ul.err = -ENOMEM;
+	}
+	if (ul.err) {
+		rsp->result = ul.err;
+	} else {
+		for (i = 0; i < ul.n; i++)
+			ptrs[i] = &ul.items[i];
+		rsp->clients = ptrs;
+		rsp->n_clients = ul.n;
+	}
+	rc = client_reply(c, rsp, NULL, 0);
+	free(ul.items);
+	free(ptrs);
+	return rc;
+}

@@ -26,16 +26,25 @@
 
 /* ---- buffers ------------------------------------------------------------------ */
 
-/* Make *buf hold at least need bytes, keeping its contents. @return 0 or -ENOMEM. */
-static int client_reserve(uint8_t **buf, size_t *cap, size_t need)
+#define CLIENT_OUT_MAX (WIRE_HDR_SIZE + WIRE_RESP_MSG_MAX + WIRE_PAYLOAD_MAX)
+
+/*
+ * Make *buf hold at least need bytes (never more than max), keeping its
+ * contents. @return 0 or -ENOMEM.
+ */
+static int client_reserve(uint8_t **buf, size_t *cap, size_t need, size_t max)
 {
 	uint8_t *p;
 	size_t n = *cap * 2;
 
 	if (need <= *cap)
 		return 0;
+	if (need > max)
+		return -ENOMEM; /* the wire's limits make this unreachable */
 	if (n < need)
 		n = need; /* a frame's exact size: no doubling past 1 MiB */
+	if (n > max)
+		n = max;
 	p = realloc(*buf, n);
 	if (!p)
 		return -ENOMEM;
@@ -64,6 +73,8 @@ void client_close(struct client *c, const char *why)
 	ev_io_stop(l->env->loop, &c->io);
 	close(c->fd);
 	pools_client_free(c->pools);
+	users_disconnect(l->env->users, c->user);
+	c->user = NULL;
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -84,11 +95,12 @@ static void client_watch(struct client *c, int events)
 {
 	struct ev_loop *loop = c->l->env->loop;
 
-	if ((c->io.events & (EV_READ | EV_WRITE)) == events)
+	if ((c->io.events & (EV_READ | EV_WRITE)) == events && (events || !ev_is_active(&c->io)))
 		return;
 	ev_io_stop(loop, &c->io);
 	ev_io_set(&c->io, c->fd, events);
-	ev_io_start(loop, &c->io);
+	if (events)
+		ev_io_start(loop, &c->io); /* 0: a held request; nothing is read or written */
 }
 
 /* Close on a socket error. @return CONN_CLOSED. */
@@ -134,6 +146,7 @@ static int client_flush(struct client *c)
 			return client_io_error(c, "send", errno);
 		}
 		c->out_off += (size_t)n;
+		c->user->bytes_out += (uint64_t)n;
 	}
 	c->out_off = c->out_len = 0;
 	return 0;
@@ -163,7 +176,7 @@ int client_reply(struct client *c, Ramster__Response *rsp, const uint8_t *pages,
 		len = 0;
 	}
 	head = WIRE_HDR_SIZE + mlen;
-	if (client_reserve(&c->out, &c->out_cap, head)) {
+	if (client_reserve(&c->out, &c->out_cap, head, CLIENT_OUT_MAX)) {
 		c->l->env->stats->oom_closes++;
 		client_close(c, "out of memory for a reply");
 		return CONN_CLOSED;
@@ -189,6 +202,7 @@ int client_reply(struct client *c, Ramster__Response *rsp, const uint8_t *pages,
 		n = 0;
 	}
 	sent = (size_t)n;
+	c->user->bytes_out += sent;
 	if (sent == head + len)
 		return 0;
 
@@ -201,7 +215,7 @@ int client_reply(struct client *c, Ramster__Response *rsp, const uint8_t *pages,
 		c->out_off = c->out_len = 0;
 		sent -= head;
 	}
-	if (client_reserve(&c->out, &c->out_cap, c->out_len + (len - sent))) {
+	if (client_reserve(&c->out, &c->out_cap, c->out_len + (len - sent), CLIENT_OUT_MAX)) {
 		c->l->env->stats->oom_closes++;
 		client_close(c, "out of memory for a reply");
 		return CONN_CLOSED;
@@ -334,7 +348,16 @@ static int client_put_run(struct client *c)
 	for (i = c->next_item; i < req->n_items; i++) {
 		struct tmem_oid oid = client_oid(req->items[i]);
 		bool waited = c->put.wait_start;
-		int rc = store_put(env->store, &c->put, c->pool, &oid, req->items[i]->index,
+		int rc;
+
+		if (!c->quota_left) {
+			/* the pool's owner holds its max_mb: refused, not stored */
+			c->results[i] = -EDQUOT;
+			env->stats->quota_refused++;
+			c->put_owner->refused_quota++;
+			continue;
+		}
+		rc = store_put(env->store, &c->put, c->pool, &oid, req->items[i]->index,
 				   c->in + c->payload_off + i * WIRE_PAGE_SIZE);
 
 		if (rc == STORE_PENDING) {
@@ -345,6 +368,8 @@ static int client_put_run(struct client *c)
 		}
 		if (rc == -ENOSPC && c->put.waited_out)
 			env->stats->put_room_refused++;
+		if (!rc && c->quota_left != UINT64_MAX)
+			c->quota_left--;
 		c->results[i] = rc;
 	}
 	rsp.seq = req->seq;
@@ -358,10 +383,40 @@ static void client_put_room(void *arg, int result)
 	struct client *c = arg;
 	if (result == -ENOSPC && c->put.waited_out)
 		c->l->env->stats->put_room_refused++;
+	if (!result && c->quota_left && c->quota_left != UINT64_MAX)
+		c->quota_left--;
 	c->results[c->next_item++] = result;
 	if (client_put_run(c))
 		return; /* waiting again, or closed */
 	client_resume(c);
+}
+
+/* Count a refusal of c's request that the pool directory decided. */
+static void client_count_refusal(struct client *c, int rc)
+{
+	struct node_stats *st = c->l->env->stats;
+
+	if (rc == -EACCES)
+		st->access_refused++;
+	else if (rc == -EDQUOT)
+		st->quota_refused++;
+}
+
+/*
+ * The operations that change the node or cost its peers (drain, undrain,
+ * relayed requests) are for root and the daemon's uid. @return true when c
+ * is refused (rsp->result = -EPERM, counted).
+ */
+static bool client_refuse_unprivileged(struct client *c, Ramster__Response *rsp)
+{
+	if (c->cred.privileged)
+		return false;
+	c->l->env->stats->perm_refused++;
+	c->user->refused_perm++;
+	log_info("client %llu (uid %ld): %s refused: not privileged", (unsigned long long)c->id,
+		 (long)c->cred.uid, stats_op_name((unsigned)c->req_op));
+	rsp->result = -EPERM;
+	return true;
 }
 
 /*
@@ -378,22 +433,35 @@ static int client_dispatch(struct client *c, const Ramster__Request *req, size_t
 	int rc;
 
 	rsp.seq = req->seq;
+	c->req_op = req->op;
 	if ((unsigned)req->op < STATS_OPS)
 		env->stats->requests[req->op]++;
 	switch (req->op) {
 	case RAMSTER__OP__OP_POOL_NEW:
 		flags = ((req->flags & RAMSTER_PERSISTENT) ? TMEM_PERSISTENT : 0) |
 			((req->flags & RAMSTER_SHARED) ? TMEM_SHARED : 0);
-		rsp.result =
-		    pools_new(c->pools, flags, (flags & TMEM_SHARED) ? req->uuid.data : NULL);
+		rsp.result = pools_new_mode(c->pools, flags,
+					    (flags & TMEM_SHARED) ? req->uuid.data : NULL, req->mode);
+		client_count_refusal(c, rsp.result);
 		break;
 	case RAMSTER__OP__OP_POOL_DESTROY:
 		rsp.result = pools_release(c->pools, req->pool);
 		break;
 	case RAMSTER__OP__OP_PUT:
-		rsp.result = pools_resolve(c->pools, req->pool, &pool);
-		if (rsp.result)
+		rsp.result = pools_resolve_for(c->pools, req->pool, USERS_WRITE, &pool,
+					       &c->put_owner);
+		if (rsp.result) {
+			client_count_refusal(c, rsp.result);
 			break; /* the batch fails whole: no per-item results */
+		}
+		c->quota_left = UINT64_MAX;
+		if (c->put_owner && c->put_owner->max_pages) {
+			uint64_t used = pools_owner_pages(env->pools, c->put_owner);
+
+			c->quota_left = used < c->put_owner->max_pages
+					    ? c->put_owner->max_pages - used
+					    : 0;
+		}
 		c->req = req;
 		c->pool = pool;
 		c->payload_off = payload_off;
@@ -404,17 +472,22 @@ static int client_dispatch(struct client *c, const Ramster__Request *req, size_t
 			env->stats->remote_waits++;
 		return rc;
 	case RAMSTER__OP__OP_GET:
-		rsp.result = pools_resolve(c->pools, req->pool, &pool);
-		if (rsp.result)
+		rsp.result = pools_resolve_for(c->pools, req->pool, USERS_READ, &pool, NULL);
+		if (rsp.result) {
+			client_count_refusal(c, rsp.result);
 			break;
+		}
 		return client_do_get(c, req, &rsp, pool);
 	case RAMSTER__OP__OP_PEERS:
 		return admin_peers(c, &rsp);
 	case RAMSTER__OP__OP_PING:
+		if (req->node && client_refuse_unprivileged(c, &rsp))
+			break; /* it costs the peer and the link: an operator's tool */
 		return admin_ping(c, req, payload_off);
 	case RAMSTER__OP__OP_FLUSH:
 	case RAMSTER__OP__OP_FLUSH_OBJECT:
-		rc = pools_resolve(c->pools, req->pool, &pool);
+		rc = pools_resolve_for(c->pools, req->pool, USERS_WRITE, &pool, NULL);
+		client_count_refusal(c, rc);
 		if (!rc) {
 			oid = client_oid(req->items[0]);
 			if (req->op == RAMSTER__OP__OP_FLUSH)
@@ -433,9 +506,13 @@ static int client_dispatch(struct client *c, const Ramster__Request *req, size_t
 	case RAMSTER__OP__OP_EXPORTS:
 		return admin_exports(c, &rsp);
 	case RAMSTER__OP__OP_DRAIN:
+		if (client_refuse_unprivileged(c, &rsp))
+			break;
 		return admin_drain(c, req);
 	case RAMSTER__OP__OP_RELOAD:
 		return admin_reload(c, &rsp);
+	case RAMSTER__OP__OP_CLIENTS:
+		return admin_clients(c, &rsp);
 	default:
 		rsp.result = -EOPNOTSUPP; /* the decoder lets no other op through */
 		break;
@@ -479,7 +556,7 @@ static int client_process(struct client *c)
 				memmove(c->in, c->in + pos, avail);
 				c->in_len = avail;
 				pos = 0;
-				if (client_reserve(&c->in, &c->in_cap, need)) {
+				if (client_reserve(&c->in, &c->in_cap, need, CLIENT_IN_MAX)) {
 					c->l->env->stats->oom_closes++;
 					client_close(c, "out of memory for a request");
 					return CONN_CLOSED;
@@ -502,7 +579,10 @@ static int client_process(struct client *c)
 				c->payload_off -= pos;
 			}
 			c->held = need;
-			client_watch(c, EV_READ);
+			/* read no more until it is answered: the node holds this
+			 * frame and whatever partial one followed it, no more */
+			c->l->env->stats->held_reads_paused++;
+			client_watch(c, 0);
 			return 0;
 		}
 		pos += need;
@@ -546,8 +626,10 @@ static void client_read(struct client *c)
 {
 	ssize_t n;
 
+	if (c->busy)
+		return; /* a held request reads nothing more (client_process stopped the watcher) */
 	if (c->in_len == c->in_cap &&
-	    client_reserve(&c->in, &c->in_cap, c->in_cap + CLIENT_IN_MIN)) {
+	    client_reserve(&c->in, &c->in_cap, c->in_cap + CLIENT_IN_MIN, CLIENT_IN_MAX)) {
 		c->l->env->stats->oom_closes++;
 		client_close(c, "out of memory for a request");
 		return;
@@ -566,6 +648,7 @@ static void client_read(struct client *c)
 		return;
 	}
 	c->in_len += (size_t)n;
+	c->user->bytes_in += (uint64_t)n;
 	client_process(c);
 }
 
@@ -588,21 +671,38 @@ void client_new(struct client_listener *l, int fd)
 {
 	const struct client_env *env = l->env;
 	struct client *c = calloc(1, sizeof(*c));
-	struct ucred cred = {0};
-	socklen_t len = sizeof(cred);
+	int rc;
 
 	if (!c)
 		goto fail;
 	c->fd = fd;
 	c->l = l;
 	c->id = ++l->next_id;
+	rc = users_cred_read(env->users, fd, &c->cred);
+	if (!rc)
+		rc = users_connect(env->users, &c->cred, &c->user);
+	if (rc) {
+		env->stats->clients_refused++;
+		if (ev_now(env->loop) - l->last_refusal_warn >= CLIENT_WARN_EVERY) {
+			log_warn("client connection of uid %ld (pid %ld) refused: %s",
+				 (long)c->cred.uid, (long)c->cred.pid,
+				 rc == -EUSERS ? "max_clients reached"
+				 : rc == -EMFILE ? "the uid's max_connections reached"
+						 : strerror(-rc));
+			l->last_refusal_warn = ev_now(env->loop);
+		}
+		free(c);
+		close(fd);
+		return;
+	}
 	if (wire_arena_init(&c->arena, CLIENT_ARENA_SIZE))
 		goto free_client;
-	if (client_reserve(&c->in, &c->in_cap, CLIENT_IN_MIN))
+	if (client_reserve(&c->in, &c->in_cap, CLIENT_IN_MIN, CLIENT_IN_MAX))
 		goto free_arena;
 	c->pools = pools_client_new(env->pools, c->id);
 	if (!c->pools)
 		goto free_in;
+	pools_client_set_cred(c->pools, env->users, &c->cred, c->user);
 	ev_io_init(&c->io, client_io_cb, fd, EV_READ);
 	ev_io_start(env->loop, &c->io);
 	c->next = l->clients;
@@ -611,10 +711,10 @@ void client_new(struct client_listener *l, int fd)
 	l->clients = c;
 	env->stats->clients++;
 	env->stats->clients_total++;
-	c->uid = (uid_t)-1;
-	if (!getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) && (c->uid = cred.uid, 1))
-		log_debug("client %llu connected (pid %ld uid %ld)", (unsigned long long)c->id,
-			  (long)cred.pid, (long)cred.uid);
+	c->uid = c->cred.uid; /* OP_RELOAD's check (admin.c) */
+	log_debug("client %llu connected (pid %ld uid %ld gid %ld%s)", (unsigned long long)c->id,
+		  (long)c->cred.pid, (long)c->cred.uid, (long)c->cred.gid,
+		  c->cred.privileged ? ", privileged" : "");
 	return;
 
 free_in:
@@ -622,6 +722,7 @@ free_in:
 free_arena:
 	wire_arena_fini(&c->arena);
 free_client:
+	users_disconnect(env->users, c->user);
 	free(c);
 fail:
 	env->stats->oom_closes++;

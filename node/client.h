@@ -36,6 +36,7 @@ struct client_env {
 	struct nbd *nbd;         /* the NBD frontend, or NULL when no export is configured */
 	struct spin *spin;       /* the loop's busy polling (its counters), or NULL */
 	uint32_t frame_timeout_ms; /* a frame's limit to arrive whole (0: 30 s) */
+	struct users *users;     /* credentials, per-uid limits and records (node/users.h) */
 	struct metrics *metrics; /* the Prometheus endpoint (its counters), or NULL */
 	struct reload *reload;   /* re-reads the cluster file (OP_RELOAD), or NULL without one */
 };

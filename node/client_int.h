@@ -23,6 +23,7 @@
 #include "common/util.h"
 #include "node/client.h"
 #include "node/closed.h"
+#include "node/users.h"
 #include "proto/wire.h"
 
 #define CLIENT_IN_MIN	    (64u * 1024)  /* input buffer to start with */
@@ -31,6 +32,10 @@
 #define CLIENT_ACCEPT_PAUSE 0.1		  /* s without accepting after EMFILE and the like */
 #define CLIENT_WARN_EVERY   10.0	  /* s between repeated accept warnings */
 #define CLIENT_SEND_FLAGS   (MSG_NOSIGNAL | MSG_DONTWAIT)
+/* The most input a connection makes the node hold: one whole frame of the
+ * largest kind (a PUT of WIRE_BATCH_MAX pages) and a read's slack. While a
+ * request is held or a reply waits to be sent, the connection is not read. */
+#define CLIENT_IN_MAX (WIRE_HDR_SIZE + WIRE_MSG_MAX + WIRE_PAYLOAD_MAX + CLIENT_IN_MIN)
 
 struct client {
 	ev_io io; /* first: the watcher's address is the client's */
@@ -40,6 +45,11 @@ struct client {
 	int fd;
 	uid_t uid; /* SO_PEERCRED's, or (uid_t)-1 unknown: privileged ops check it */
 	struct pools_client *pools;
+	struct users_cred cred;   /* SO_PEERCRED (+ groups) at accept */
+	struct users_user *user;  /* its uid's record */
+	int req_op;               /* the op being dispatched (for logs) */
+	uint64_t quota_left;      /* PUT: pages its pool's owner may still add */
+	struct users_user *put_owner; /* PUT: the record the pages are charged to */
 	uint8_t *in; /* received bytes: in[0..in_len) */
 	size_t in_len, in_cap;
 	uint8_t *out; /* unsent reply bytes: out[out_off..out_len) */
@@ -79,6 +89,7 @@ struct client_listener {
 	uint64_t next_id;
 	struct client *clients;
 	ev_tstamp last_warn;
+	ev_tstamp last_refusal_warn;
 };
 
 /* client.c */
@@ -97,6 +108,7 @@ int admin_pools(struct client *c, Ramster__Response *rsp);
 int admin_exports(struct client *c, Ramster__Response *rsp);
 int admin_drain(struct client *c, const Ramster__Request *req);
 int admin_reload(struct client *c, Ramster__Response *rsp);
+int admin_clients(struct client *c, Ramster__Response *rsp);
 int admin_ping(struct client *c, const Ramster__Request *req, size_t payload_off);
 
 #endif /* RAMSTER_NODE_CLIENT_INT_H */

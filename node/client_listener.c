@@ -86,6 +86,7 @@ int client_listen(const struct client_env *env, struct client_listener **out, ch
 	ev_io_start(env->loop, &l->io);
 	ev_timer_init(&l->retry, client_retry_cb, CLIENT_ACCEPT_PAUSE, 0.);
 	l->last_warn = -CLIENT_WARN_EVERY;
+	l->last_refusal_warn = -CLIENT_WARN_EVERY;
 	l->frame_timeout = (env->frame_timeout_ms ? env->frame_timeout_ms : 30000) / 1000.0;
 	ev_timer_init(&l->sweep, client_sweep_cb, l->frame_timeout / 4, l->frame_timeout / 4);
 	ev_timer_start(env->loop, &l->sweep);

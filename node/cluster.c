@@ -201,6 +201,11 @@ struct cluster *cluster_create(struct ev_loop *loop, const struct config *cfg,
 	c->heartbeat_ms = cfg->heartbeat_ms;
 	c->dead_after_ms = cfg->dead_after_ms;
 	c->timeout_ms = cfg->request_timeout_ms ? cfg->request_timeout_ms : cfg->dead_after_ms;
+	/* a config made without config_defaults (tests) gets the defaults */
+	c->unauth_max = cfg->limits.peer_unauth_max ? cfg->limits.peer_unauth_max : 32;
+	c->unauth_per_addr = cfg->limits.peer_unauth_per_addr ? cfg->limits.peer_unauth_per_addr : 4;
+	c->handshake_max_ms = cfg->limits.peer_handshake_timeout_ms;
+	c->unauth_warned = -10.0;
 	c->orphan_after_ms = cfg->orphan_after_ms ? cfg->orphan_after_ms : CONFIG_DEFAULT_ORPHAN_AFTER_MS;
 	memcpy(c->key, key, CLUSTER_KEY_LEN);
 	c->integrity = cfg->link_integrity_only;
@@ -592,6 +597,7 @@ void cluster_foreach_stat(struct cluster *c,
 	fn(arg, "cluster_requests_pending", pending, "requests waiting for a reply now");
 #define S(f, h) fn(arg, "cluster_" #f, c->st.f, h)
 	S(links_accepted, "inbound peer connections accepted");
+	S(unauth_refused, "inbound peer connections closed at accept: too many unauthenticated");
 	S(dials, "outbound peer connections started");
 	S(reconnects, "dials after the first to the same peer");
 	S(connect_failures, "outbound connections that failed before a handshake");

@@ -147,6 +147,7 @@ struct cluster_stats {
 	uint64_t handshakes;	     /* links authenticated */
 	uint64_t handshake_refused;  /* links closed for a bad hello or a message before auth */
 	uint64_t handshake_timeouts; /* links closed for not authenticating in time */
+	uint64_t unauth_refused;     /* inbound links closed at accept: too many unauthenticated */
 	uint64_t handshake_retries;  /* authenticated links closed: our epoch moved meanwhile */
 	uint64_t auth_failures;	     /* links closed for a wrong mac */
 	uint64_t bad_frames;	     /* links closed for a frame the decoder refused */
@@ -189,6 +190,9 @@ struct cluster {
 	struct config_node self;
 	char name[CONFIG_NAME_MAX];
 	unsigned heartbeat_ms, dead_after_ms, timeout_ms;
+	/* [limits] (link_limits.c): unauthenticated inbound links and their deadline */
+	uint32_t unauth_max, unauth_per_addr, handshake_max_ms;
+	ev_tstamp unauth_warned;
 	uint64_t orphan_after_ms;
 	uint8_t key[CLUSTER_KEY_LEN];
 	bool integrity; /* link_security = integrity: frames MAC'd, not encrypted */
@@ -230,6 +234,8 @@ void cluster_put_le(uint8_t *p, uint64_t v, int bytes);
 const char *cluster_check(struct cluster *c, const uint8_t *msg, size_t len, size_t plen);
 
 /* link.c: links, the handshake, frames, the transport's callbacks */
+/* link_limits.c: @return whether an inbound conn may wait to authenticate (else counted). */
+bool link_admit(struct cluster *c, struct tconn *conn);
 struct cluster_link *link_new(struct cluster *c, struct tconn *conn,
 				     struct cluster_peer *peer, bool outbound);
 int link_send_msg(struct cluster_link *l, const Ramster__Peer__Msg *m);

@@ -7,6 +7,8 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,7 +34,7 @@
 #define CONFIG_PAGE		4096
 #define CONFIG_SECRET_MIN	16 /* bytes; `ramsterctl genkey` prints 64 hex digits */
 
-enum config_section { SEC_NONE, SEC_CLUSTER, SEC_NODE, SEC_EXPORT, SEC_BAD };
+enum config_section { SEC_NONE, SEC_CLUSTER, SEC_NODE, SEC_EXPORT, SEC_LIMITS, SEC_USER, SEC_BAD };
 
 /* The state of one parse. */
 struct config_parse {
@@ -45,6 +47,8 @@ struct config_parse {
 	enum config_section sec;
 	struct config_node *node;  /* SEC_NODE */
 	struct config_export *exp; /* SEC_EXPORT */
+	struct config_user *user;  /* SEC_USER */
+	int limits_line;
 	uint32_t seen;		   /* keys of the current section already set */
 	int cluster_line;
 	int secret_line, replicas_line, heartbeat_line, dead_line, timeout_line, high_line, low_line;
@@ -517,6 +521,45 @@ static int export_backing(struct config_parse *p, const char *key, const char *v
 	return config_string(p, key, v, p->exp->backing, CONFIG_PATH_MAX, CONFIG_PATH_MAX);
 }
 
+/* ---- [limits], [uid N], [user NAME], [group NAME] ------------------------------ */
+
+#define LIMIT_KEY(fn, field, min, max)                                                     \
+	static int fn(struct config_parse *p, const char *key, const char *v)              \
+	{                                                                                  \
+		return config_u32(p, key, v, min, max, &p->c->limits.field);               \
+	}
+LIMIT_KEY(limits_max_clients, max_clients, 1, 65536)
+LIMIT_KEY(limits_max_clients_uid, max_clients_per_uid, 1, 65536)
+LIMIT_KEY(limits_max_pools_uid, max_pools_per_uid, 1, 65536)
+LIMIT_KEY(limits_default_weight, default_weight, 1, 10000)
+LIMIT_KEY(limits_nbd_max, nbd_max_connections, 1, 4096)
+LIMIT_KEY(limits_nbd_handshake, nbd_handshake_timeout_ms, 100, 600000)
+LIMIT_KEY(limits_nbd_idle, nbd_idle_timeout_ms, 1000, 86400000)
+LIMIT_KEY(limits_peer_unauth, peer_unauth_max, 1, 4096)
+LIMIT_KEY(limits_peer_unauth_addr, peer_unauth_per_addr, 1, 4096)
+LIMIT_KEY(limits_peer_handshake, peer_handshake_timeout_ms, 100, 60000)
+#undef LIMIT_KEY
+
+static int user_max_mb(struct config_parse *p, const char *key, const char *v)
+{
+	return config_number(p, key, v, 1, CONFIG_MB_MAX, &p->user->max_mb);
+}
+
+static int user_weight(struct config_parse *p, const char *key, const char *v)
+{
+	return config_u32(p, key, v, 1, 10000, &p->user->weight);
+}
+
+static int user_max_connections(struct config_parse *p, const char *key, const char *v)
+{
+	return config_u32(p, key, v, 1, 65536, &p->user->max_connections);
+}
+
+static int user_max_pools(struct config_parse *p, const char *key, const char *v)
+{
+	return config_u32(p, key, v, 1, 65536, &p->user->max_pools);
+}
+
 /* ---- sections and keys -------------------------------------------------------- */
 
 struct config_key {
@@ -567,6 +610,88 @@ static const struct config_key export_keys[] = {
     {"backing", export_backing},
     {NULL, NULL},
 };
+
+static const struct config_key limits_keys[] = {
+    {"max_clients", limits_max_clients},
+    {"max_clients_per_uid", limits_max_clients_uid},
+    {"max_pools_per_uid", limits_max_pools_uid},
+    {"default_weight", limits_default_weight},
+    {"nbd_max_connections", limits_nbd_max},
+    {"nbd_handshake_timeout_ms", limits_nbd_handshake},
+    {"nbd_idle_timeout_ms", limits_nbd_idle},
+    {"peer_unauth_max", limits_peer_unauth},
+    {"peer_unauth_per_addr", limits_peer_unauth_addr},
+    {"peer_handshake_timeout_ms", limits_peer_handshake},
+    {NULL, NULL},
+};
+
+static const struct config_key user_keys[] = {
+    {"max_mb", user_max_mb},
+    {"weight", user_weight},
+    {"max_connections", user_max_connections},
+    {"max_pools", user_max_pools},
+    {NULL, NULL},
+};
+
+/*
+ * [uid N], [user NAME] or [group NAME|N]: names are looked up now (an unknown
+ * user or group refuses the file); a uid or gid may appear in one rule only.
+ */
+static void config_user_open(struct config_parse *p, const char *kind, const char *name)
+{
+	struct config *c = p->c;
+	bool group = !strcmp(kind, "group");
+	uint64_t id;
+	size_t i;
+
+	if (!*name || strlen(name) >= CONFIG_NAME_MAX) {
+		config_fail(p, "[%s NAME] needs a name or number", kind);
+		return;
+	}
+	if (!config_parse_u64(name, &id)) {
+		if (id >= UINT32_MAX) {
+			config_fail(p, "[%s %s]: id out of range", kind, name);
+			return;
+		}
+	} else if (!strcmp(kind, "uid")) {
+		config_fail(p, "[uid N] needs a number, not '%s'", name);
+		return;
+	} else if (group) {
+		struct group *gr = getgrnam(name);
+
+		if (!gr) {
+			config_fail(p, "[group %s]: no such group", name);
+			return;
+		}
+		id = gr->gr_gid;
+	} else {
+		struct passwd *pw = getpwnam(name);
+
+		if (!pw) {
+			config_fail(p, "[user %s]: no such user", name);
+			return;
+		}
+		id = pw->pw_uid;
+	}
+	for (i = 0; i < c->n_users; i++) {
+		if (c->users[i].group == group && c->users[i].id == id) {
+			config_fail(p, "a second rule for %s %llu (first at line %d)",
+				    group ? "gid" : "uid", (unsigned long long)id, c->users[i].line);
+			return;
+		}
+	}
+	if (c->n_users == CONFIG_USERS_MAX) {
+		config_fail(p, "too many [uid]/[user]/[group] rules (at most %d)", CONFIG_USERS_MAX);
+		return;
+	}
+	p->user = &c->users[c->n_users++];
+	memset(p->user, 0, sizeof(*p->user));
+	p->user->group = group;
+	p->user->id = (uint32_t)id;
+	snprintf(p->user->name, sizeof(p->user->name), "%s", name);
+	p->user->line = p->lineno;
+	p->sec = SEC_USER;
+}
 
 static void config_node_defaults(struct config_node *n)
 {
@@ -659,10 +784,25 @@ static void config_section_open(struct config_parse *p, char *text)
 		strcpy(p->exp->name, name);
 		p->exp->line = p->lineno;
 		p->sec = SEC_EXPORT;
+	} else if (!strcmp(kind, "limits")) {
+		if (*name) {
+			config_fail(p, "[limits] takes no name");
+			return;
+		}
+		if (p->limits_line) {
+			config_fail(p, "duplicate [limits] section (first at line %d)",
+				    p->limits_line);
+			return;
+		}
+		p->limits_line = p->lineno;
+		p->sec = SEC_LIMITS;
+	} else if (!strcmp(kind, "uid") || !strcmp(kind, "user") || !strcmp(kind, "group")) {
+		config_user_open(p, kind, name);
 	} else {
-		config_fail(
-		    p, "unknown section [%s] (expected [cluster], [node NAME] or [export NAME])",
-		    orig);
+		config_fail(p,
+			    "unknown section [%s] (expected [cluster], [node NAME], [export NAME], "
+			    "[limits], [uid N], [user NAME] or [group NAME])",
+			    orig);
 	}
 }
 
@@ -735,6 +875,14 @@ static int config_handler(void *user, const char *section, const char *key, cons
 	case SEC_EXPORT:
 		keys = export_keys;
 		what = "[export]";
+		break;
+	case SEC_LIMITS:
+		keys = limits_keys;
+		what = "[limits]";
+		break;
+	case SEC_USER:
+		keys = user_keys;
+		what = p->user->group ? "[group]" : "[user]";
 		break;
 	case SEC_BAD:
 		return 0; /* the section header was already reported */
@@ -881,6 +1029,18 @@ void config_defaults(struct config *c)
 	c->room_wait_ms = 500; /* STORE_DEFAULT_ROOM_WAIT_MS */
 	c->env.frame_timeout_ms = 30000;
 	c->env.rdma_read = true;
+	c->limits = (struct config_limits){
+	    .max_clients = 1024,
+	    .max_clients_per_uid = 64,
+	    .max_pools_per_uid = 4096,
+	    .default_weight = 100,
+	    .nbd_max_connections = 64,
+	    .nbd_handshake_timeout_ms = 10000,
+	    .nbd_idle_timeout_ms = 600000,
+	    .peer_unauth_max = 32,
+	    .peer_unauth_per_addr = 4,
+	    .peer_handshake_timeout_ms = 3000,
+	};
 }
 
 int config_load(struct config *c, const char *path, char *err, size_t errlen)

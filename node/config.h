@@ -73,8 +73,43 @@ struct config_env {
 	int holder_lie;                 /* HOLDER_LIE_*: test only */
 };
 
+/*
+ * [limits]: the node's bounds on what clients may make it hold (docs/operations.md,
+ * "Users and limits"). Every key has a default; 0 is never "unlimited".
+ */
+struct config_limits {
+	uint32_t max_clients;               /* client connections at once (default 1024) */
+	uint32_t max_clients_per_uid;       /* ... of one uid (default 64) */
+	uint32_t max_pools_per_uid;         /* pools one uid owns at once (default 4096) */
+	uint32_t default_weight;            /* weight of a uid without a rule (default 100) */
+	uint32_t nbd_max_connections;       /* NBD connections at once (default 64) */
+	uint32_t nbd_handshake_timeout_ms;  /* an NBD handshake's limit (default 10000) */
+	uint32_t nbd_idle_timeout_ms;       /* an idle NBD connection's limit (default 600000) */
+	uint32_t peer_unauth_max;           /* peer links not yet authenticated (default 32) */
+	uint32_t peer_unauth_per_addr;      /* ... from one source address (default 4) */
+	uint32_t peer_handshake_timeout_ms; /* a peer handshake's limit (default 3000) */
+
+};
+
+#define CONFIG_USERS_MAX 64
+
+/* [uid N], [user NAME] or [group NAME]: one rule for the clients it matches. */
+struct config_user {
+	bool group;                     /* [group NAME]: id is a gid; else a uid */
+	uint32_t id;
+	char name[CONFIG_NAME_MAX];     /* as written in the header */
+	uint64_t max_mb;                /* pages held, local and remote (0: no quota) */
+	uint32_t weight;                /* share of the tier under contention (1..10000) */
+	uint32_t max_connections;       /* 0: [limits] max_clients_per_uid */
+	uint32_t max_pools;             /* 0: [limits] max_pools_per_uid */
+	int line;
+};
+
 struct config {
 	char path[CONFIG_PATH_MAX];     /* the file ("" when none) */
+	struct config_limits limits;
+	size_t n_users;
+	struct config_user users[CONFIG_USERS_MAX];
 	/* [cluster] */
 	bool has_cluster;
 	char cluster_name[CONFIG_NAME_MAX];

@@ -76,6 +76,8 @@ struct cluster_link *link_new(struct cluster *c, struct tconn *conn,
 								  : CLUSTER_HANDSHAKE_MIN_MS;
 	struct cluster_link *l = calloc(1, sizeof(*l));
 
+	if (!outbound && c->handshake_max_ms && ms > c->handshake_max_ms)
+		ms = c->handshake_max_ms; /* [limits] peer_handshake_timeout_ms */
 	if (!l) {
 		c->st.oom++;
 		return NULL;
@@ -393,6 +395,10 @@ void cluster_on_accept(void *arg, struct tconn *conn)
 		return;
 	}
 	c->st.links_accepted++;
+	if (!link_admit(c, conn)) { /* issue 14: bounded before authentication */
+		transport_close(conn, "too many unauthenticated links");
+		return;
+	}
 	if (!link_new(c, conn, NULL, false))
 		transport_close(conn, "out of memory");
 }

@@ -29,6 +29,7 @@
 #include "node/nbd.h"
 #include "node/notify.h"
 #include "node/pools.h"
+#include "node/users.h"
 #include "node/reload.h"
 #include "node/spin.h"
 #include "node/stats.h"
@@ -167,6 +168,7 @@ struct main_node {
 	struct node_stats stats;
 	struct zcache *zcache;
 	struct pools *pools;
+	struct users *users;   /* per-uid records and limits (outlive the pools) */
 	struct remote *remote; /* the collective, or NULL */
 	struct store *store;   /* the frontends' storage API over both */
 	struct client_listener *listener;
@@ -319,6 +321,11 @@ int main(int argc, char **argv)
 			  (unsigned long long)zc.local_mb, strerror(errno));
 		goto out;
 	}
+	n.users = users_create(&cfg, geteuid());
+	if (!n.users) {
+		log_error("cannot create the user table: out of memory");
+		goto destroy_zcache;
+	}
 	n.pools = pools_create(zcache_tmem(n.zcache));
 	if (!n.pools) {
 		log_error("cannot create the pool directory: %s", strerror(errno));
@@ -353,6 +360,7 @@ int main(int argc, char **argv)
 	    .local_mb = zc.local_mb,
 	    .remote = n.remote,
 	    .frame_timeout_ms = cfg.env.frame_timeout_ms,
+	    .users = n.users,
 	};
 	if (client_listen(&n.env, &n.listener, err, sizeof(err))) {
 		log_error("%s", err);
@@ -435,6 +443,7 @@ destroy_remote:
 destroy_pools:
 	pools_destroy(n.pools);
 destroy_zcache:
+	users_destroy(n.users);
 	zcache_destroy(n.zcache);
 out:
 	ev_loop_destroy(n.loop);

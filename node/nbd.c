@@ -161,7 +161,8 @@ static void nbd_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 	for (i = 0; i < NBD_ACCEPT_BURST; i++) {
 		fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd >= 0) {
-			nbd_conn_new(l->srv, fd, !l->is_unix);
+			if (nbd_limits_admit(l->srv, fd))
+				nbd_conn_new(l->srv, fd, !l->is_unix);
 			continue;
 		}
 		if (errno == EINTR || errno == ECONNABORTED)
@@ -269,6 +270,7 @@ struct nbd *nbd_create(struct ev_loop *loop, struct store *store,
 		goto fail;
 	if (self && self->nbd_listen[0] && nbd_listen_tcp(n, self->nbd_listen, err, errlen))
 		goto fail;
+	nbd_limits_start(n, &cfg->limits);
 	snprintf(n->describe, sizeof(n->describe), "unix %s%s%s", path,
 		 n->ltcp.fd >= 0 ? ", tcp " : "", n->ltcp.fd >= 0 ? self->nbd_listen : "");
 	return n;
@@ -286,6 +288,8 @@ void nbd_destroy(struct nbd *n)
 		return;
 	while (n->conns)
 		nbd_close(n->conns, "node stopping");
+	if (n->lim.max_conns)
+		nbd_limits_stop(n);
 	nbd_listener_close(n, &n->lunix);
 	nbd_listener_close(n, &n->ltcp);
 	for (i = 0; i < n->n_exports; i++)
@@ -340,6 +344,7 @@ void nbd_foreach_stat(const struct nbd *n,
 	unsigned i;
 
 	fn(arg, "nbd_exports", n->n_exports, "NBD exports configured");
+	nbd_limits_foreach_stat(n, fn, arg);
 	fn(arg, "nbd_connections", s->conns, "NBD connections open now");
 	fn(arg, "nbd_connections_total", s->conns_total, "NBD connections accepted");
 	fn(arg, "nbd_accept_errors", s->accept_errors, "failed NBD accepts");

@@ -232,6 +232,14 @@ struct nbd_listener {
 	struct sock_unix sock; /* is_unix: the socket file made, to unlink only ours */
 };
 
+/* nbd_limits.c: connection count, handshake and idle deadlines (issue 14). */
+struct nbd_limits {
+	ev_timer sweep;
+	uint32_t max_conns;
+	ev_tstamp handshake_s, idle_s, warned;
+	uint64_t refused, handshake_timeouts, idle_timeouts;
+};
+
 struct nbd {
 	struct ev_loop *loop;
 	struct store *store;
@@ -242,6 +250,7 @@ struct nbd {
 	struct nbd_conn *conns;
 	uint64_t next_id;
 	struct nbd_stats st;
+	struct nbd_limits lim;
 	char describe[CONFIG_PATH_MAX + CONFIG_NAME_MAX + 32];
 };
 
@@ -272,6 +281,7 @@ struct nbd_conn {
 	bool structured;           /* NBD_OPT_STRUCTURED_REPLY: every reply a chunk */
 	struct nbd_export *meta;   /* base:allocation chosen for this export (SET_META_CONTEXT) */
 	bool meta_alloc;           /* ... and valid for the export attached */
+	ev_tstamp since, active; /* accepted; last socket event (nbd_limits.c) */
 	bool closing; /* close once the output is sent (ABORT, DISC) */
 	bool closed;  /* closed while remote gets were out: the last one frees it */
 	struct nbd_export *exp;
@@ -486,5 +496,14 @@ void nbd_conn_new(struct nbd *n, int fd, bool tcp);
 int nbd_yield(struct nbd_conn *c, int (*cont)(struct nbd_conn *c), unsigned extra);
 /* Closing: stop a pending yield and drop its holds. */
 void nbd_yield_cancel(struct nbd_conn *c);
+
+/* nbd_limits.c */
+void nbd_limits_start(struct nbd *n, const struct config_limits *lim);
+void nbd_limits_stop(struct nbd *n);
+/* @return true when fd may become a connection; else it is closed and counted. */
+bool nbd_limits_admit(struct nbd *n, int fd);
+void nbd_limits_foreach_stat(const struct nbd *n,
+			     void (*fn)(void *arg, const char *name, uint64_t value, const char *help),
+			     void *arg);
 
 #endif /* RAMSTER_NODE_NBD_INT_H */

@@ -577,6 +577,7 @@ static void nbd_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct nbd_conn *c = (struct nbd_conn *)w;
 
+	c->active = ev_now(loop);
 	if (revents & EV_WRITE) {
 		if (nbd_send(c))
 			return;
@@ -608,6 +609,7 @@ void nbd_conn_new(struct nbd *n, int fd, bool tcp)
 	c->srv = n;
 	c->fd = fd;
 	c->id = ++n->next_id;
+	c->since = c->active = ev_now(n->loop);
 	ev_io_init(&c->io, nbd_io_cb, fd, EV_READ);
 	c->next = n->conns;
 	if (c->next)

@@ -25,6 +25,11 @@ struct pools_entry {
 	uint32_t clients;
 	uint32_t holds;
 	uint64_t owner;
+	uid_t uid;
+	gid_t gid;
+	unsigned mode;
+	struct users_user *user;          /* charged to (NULL: none) */
+	struct pools_entry *onext, *oprev; /* the pools user owns */
 };
 
 struct pools {
@@ -38,6 +43,9 @@ struct pools {
 struct pools_client {
 	struct pools *p;
 	uint64_t id;
+	struct users *users;
+	const struct users_cred *cred; /* NULL: privileged, charged to nobody */
+	struct users_user *user;
 	uint32_t cap;
 	struct pools_entry **slot;
 };
@@ -80,6 +88,15 @@ static void pools_entry_free(struct pools *p, struct pools_entry *e)
 	struct pools_entry **pp;
 
 	(void)tmem_pool_destroy(p->t, e->pool);
+	if (e->user) {
+		if (e->oprev)
+			e->oprev->onext = e->onext;
+		else
+			e->user->owned = e->onext;
+		if (e->onext)
+			e->onext->oprev = e->oprev;
+		users_pool_drop(NULL, e->user);
+	}
 	e->prev->next = e->next;
 	e->next->prev = e->prev;
 	if (e->flags & TMEM_SHARED) {
@@ -111,6 +128,14 @@ struct pools_client *pools_client_new(struct pools *p, uint64_t id)
 	c->p = p;
 	c->id = id;
 	return c;
+}
+
+void pools_client_set_cred(struct pools_client *c, struct users *u, const struct users_cred *cred,
+			   struct users_user *uu)
+{
+	c->users = u;
+	c->cred = cred;
+	c->user = uu;
 }
 
 void pools_client_free(struct pools_client *c)
@@ -161,18 +186,45 @@ static int pools_client_free_id(struct pools_client *c)
 }
 
 /* A new entry over a new tmem pool. @return 0 with *out set, or -errno. */
-static int pools_entry_new(struct pools *p, unsigned flags, const unsigned char *uuid,
-			   uint64_t owner, struct pools_entry **out)
+static int pools_entry_new(struct pools_client *c, unsigned flags, const unsigned char *uuid,
+			   unsigned mode, struct pools_entry **out)
 {
-	struct pools_entry *e = calloc(1, sizeof(*e));
-	int pool;
+	struct pools *p = c->p;
+	struct pools_entry *e;
+	uint64_t owner = c->id;
+	int pool, rc;
 
-	if (!e)
-		return -ENOMEM;
+	if (c->user) {
+		rc = users_pool_take(c->users, c->user);
+		if (rc)
+			return rc;
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e) {
+		rc = -ENOMEM;
+		goto drop;
+	}
 	pool = tmem_pool_new(p->t, flags);
 	if (pool < 0) {
 		free(e);
-		return pool;
+		rc = pool;
+		goto drop;
+	}
+	if (c->user && c->user->tier_owner < TMEM_OWNERS_MAX)
+		/* the tier's weighted eviction charges its pages to the uid */
+		(void)tmem_pool_set_owner(p->t, (uint32_t)pool, c->user->tier_owner,
+					  c->user->weight);
+	e->mode = mode;
+	if (c->cred) {
+		e->uid = c->cred->uid;
+		e->gid = c->cred->gid;
+	}
+	e->user = c->user;
+	if (e->user) {
+		e->onext = e->user->owned;
+		if (e->onext)
+			e->onext->oprev = e;
+		e->user->owned = e;
 	}
 	e->pool = (uint32_t)pool;
 	e->flags = flags;
@@ -193,9 +245,33 @@ static int pools_entry_new(struct pools *p, unsigned flags, const unsigned char 
 	p->all.prev = e;
 	*out = e;
 	return 0;
+drop:
+	if (c->user)
+		users_pool_drop(c->users, c->user);
+	return rc;
+}
+
+/* The bits of e's mode that apply to cred (all for the privileged). */
+static unsigned pools_access(const struct pools_entry *e, const struct users_cred *cred)
+{
+	if (!cred || cred->privileged)
+		return USERS_READ | USERS_WRITE;
+	if (!(e->flags & TMEM_SHARED))
+		return e->uid == cred->uid ? USERS_READ | USERS_WRITE : 0;
+	if (e->uid == cred->uid)
+		return (e->mode >> 6) & 7;
+	if (users_cred_in_group(cred, e->gid))
+		return (e->mode >> 3) & 7;
+	return e->mode & 7;
 }
 
 int pools_new(struct pools_client *c, unsigned flags, const unsigned char *uuid)
+{
+	return pools_new_mode(c, flags, uuid, 0);
+}
+
+int pools_new_mode(struct pools_client *c, unsigned flags, const unsigned char *uuid,
+		   unsigned mode)
 {
 	struct pools *p = c->p;
 	struct pools_entry *e;
@@ -205,17 +281,26 @@ int pools_new(struct pools_client *c, unsigned flags, const unsigned char *uuid)
 		return -EINVAL;
 	if (!(flags & TMEM_SHARED) != !uuid)
 		return -EINVAL;
+	if (mode > 0777 || (mode && !(flags & TMEM_SHARED)))
+		return -EINVAL;
+	if (!mode)
+		mode = USERS_MODE_DEFAULT;
 	id = pools_client_free_id(c);
 	if (id < 0)
 		return id;
 	e = uuid ? pools_lookup(p, uuid) : NULL;
 	if (e) {
+		if (!(pools_access(e, c->cred) & (USERS_READ | USERS_WRITE))) {
+			if (c->user)
+				c->user->refused_access++;
+			return -EACCES;
+		}
 		if ((e->flags ^ flags) & TMEM_PERSISTENT)
 			return -EINVAL;
 		if (!pools_client_holds(c, e))
 			e->clients++;
 	} else {
-		rc = pools_entry_new(p, flags, uuid, c->id, &e);
+		rc = pools_entry_new(c, flags, uuid, mode, &e);
 		if (rc)
 			return rc;
 		e->clients = 1;
@@ -248,6 +333,45 @@ int pools_resolve(const struct pools_client *c, int id, uint32_t *pool)
 	return 0;
 }
 
+int pools_resolve_for(const struct pools_client *c, int id, unsigned need, uint32_t *pool,
+		      struct users_user **owner)
+{
+	const struct pools_entry *e;
+
+	if (id < 0 || (uint32_t)id >= c->cap || !c->slot[id])
+		return -ENOENT;
+	e = c->slot[id];
+	if ((pools_access(e, c->cred) & need) != need) {
+		if (c->user)
+			c->user->refused_access++;
+		return -EACCES;
+	}
+	*pool = e->pool;
+	if (owner)
+		*owner = e->user;
+	return 0;
+}
+
+uint64_t pools_owner_pages(const struct pools *p, const struct users_user *uu)
+{
+	const struct pools_entry *e;
+	struct tmem_pool_info ti;
+	uint64_t pages = 0;
+
+	for (e = uu->owned; e; e = e->onext)
+		if (!tmem_pool_info(p->t, e->pool, &ti))
+			pages += ti.pages;
+	return pages;
+}
+
+bool pools_visible(const struct pools_info *info, const struct users_cred *cred)
+{
+	struct pools_entry e = {.flags = info->flags, .uid = info->uid, .gid = info->gid,
+				.mode = info->mode};
+
+	return pools_access(&e, cred) != 0;
+}
+
 void pools_foreach(const struct pools *p, void (*fn)(void *arg, const struct pools_info *info),
 		   void *arg)
 {
@@ -261,6 +385,10 @@ void pools_foreach(const struct pools *p, void (*fn)(void *arg, const struct poo
 		info.clients = e->clients;
 		info.holds = e->holds;
 		info.owner = e->owner;
+		info.uid = e->uid;
+		info.gid = e->gid;
+		info.mode = e->mode;
+		info.user = e->user;
 		fn(arg, &info);
 	}
 }

@@ -242,6 +242,12 @@ static void reload_exports(const struct config *cur, const struct config *nw,
 		       !strcmp(cur->exports[i].backing, nw->exports[i].backing);
 	if (!same)
 		reload_note(res->restart, RELOAD_TEXT_MAX, "[export] sections");
+	/* issue 14: the per-uid records copy their rule at first connect */
+	if (memcmp(&cur->limits, &nw->limits, sizeof(cur->limits)))
+		reload_note(res->restart, RELOAD_TEXT_MAX, "[limits]");
+	if (cur->n_users != nw->n_users ||
+	    memcmp(cur->users, nw->users, cur->n_users * sizeof(cur->users[0])))
+		reload_note(res->restart, RELOAD_TEXT_MAX, "[uid]/[user]/[group] rules");
 }
 
 int reload_run(struct reload *rl, struct reload_result *res)

@@ -38,6 +38,7 @@ static const char *const stats_ops[STATS_OPS] = {
 	[12] = "ping",
 	[13] = "drain",
 	[14] = "reload",
+	[15] = "clients",
 };
 /* clang-format on */
 
@@ -72,6 +73,16 @@ void stats_foreach(const struct node_stats *s, const struct pools *p, struct zca
 	   "persistent puts that waited for remotify to make room");
 	fn(arg, "node_put_room_refused", s->put_room_refused,
 	   "of those, refused when no room came in time");
+	fn(arg, "node_clients_refused", s->clients_refused,
+	   "connections refused: max_clients, max_connections of a uid, no credentials");
+	fn(arg, "node_perm_refused", s->perm_refused,
+	   "privileged requests (drain, relayed) from other uids, refused -EPERM");
+	fn(arg, "node_access_refused", s->access_refused,
+	   "pools a uid may not reach (mode bits), refused -EACCES");
+	fn(arg, "node_quota_refused", s->quota_refused,
+	   "pages over a uid's max_mb and pools over its max_pools, refused -EDQUOT");
+	fn(arg, "node_held_reads_paused", s->held_reads_paused,
+	   "times a held request stopped its connection's reading");
 	for (op = 1; op < STATS_OPS; op++) {
 		snprintf(name, sizeof(name), "node_requests_%s", stats_op_name(op));
 		fn(arg, name, s->requests[op], "requests of this op");

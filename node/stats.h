@@ -13,7 +13,7 @@
 #include "node/pools.h"
 #include "tmem/zcache.h"
 
-#define STATS_OPS 15 /* request ops are 1..14 (client.proto); 0 unused */
+#define STATS_OPS 16 /* request ops are 1..15 (client.proto); 0 unused */
 
 struct node_stats {
 	uint64_t start_ns;	      /* CLOCK_MONOTONIC at start */
@@ -30,6 +30,11 @@ struct node_stats {
 	uint64_t remote_waits;	      /* requests that waited on the collective */
 	uint64_t put_room_waits;      /* persistent puts that waited for remotify to make room */
 	uint64_t put_room_refused;    /* ... and were refused all the same */
+	uint64_t clients_refused;     /* connections refused: max_clients / per uid / no credentials */
+	uint64_t perm_refused;        /* privileged requests from other uids (-EPERM) */
+	uint64_t access_refused;      /* pools a uid may not reach (-EACCES) */
+	uint64_t quota_refused;       /* pages and pools refused over a uid's quota (-EDQUOT) */
+	uint64_t held_reads_paused;   /* times a held request stopped its connection's reading */
 };
 
 /* Zero s and start its clock. */

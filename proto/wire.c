@@ -129,6 +129,7 @@ static const struct wire_op_rule wire_op_rules[] = {
     [RAMSTER__OP__OP_PING] = {1, 0, 0, 0},
     [RAMSTER__OP__OP_DRAIN] = {1, 0, 0, 0},
     [RAMSTER__OP__OP_RELOAD] = {1, 0, 0, 0},
+    [RAMSTER__OP__OP_CLIENTS] = {1, 0, 0, 0},
 };
 
 static const struct wire_op_rule *wire_op_rule(int op)
@@ -158,6 +159,10 @@ static const char *wire_request_check(const struct wire_hdr *h, const Ramster__R
 			return "shared pool without a 16-byte uuid";
 		if (!(req->flags & WIRE_POOL_SHARED) && req->uuid.len != 0)
 			return "uuid on a private pool";
+		if (req->mode > 0777)
+			return "pool mode above 0777";
+		if (req->mode && !(req->flags & WIRE_POOL_SHARED))
+			return "mode on a private pool";
 	} else if (req->op == RAMSTER__OP__OP_DRAIN) {
 		if (req->flags > 1)
 			return "drain flags are 0 or 1";
@@ -165,6 +170,8 @@ static const char *wire_request_check(const struct wire_hdr *h, const Ramster__R
 		/* client.proto: the uuid is empty but for a shared POOL_NEW */
 		return "unexpected uuid";
 	}
+	if (req->mode && req->op != RAMSTER__OP__OP_POOL_NEW)
+		return "unexpected mode";
 	if (req->node > 64)
 		return "node out of range (1..64, or 0)";
 	if (req->node && req->op != RAMSTER__OP__OP_PING && req->op != RAMSTER__OP__OP_DRAIN)

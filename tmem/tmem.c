@@ -43,6 +43,7 @@ struct tmem_pool {
 	atomic_bool dead;       /* destroyed: no new pages */
 	atomic_uint_fast64_t objects;
 	atomic_uint_fast64_t pages;
+	atomic_uint owner;      /* tmem_pool_set_owner: whose pages these are (0: nobody) */
 	struct tmem *t;
 	struct tmem_bucket bucket[TMEM_BUCKETS];
 };
@@ -73,6 +74,13 @@ struct tmem {
 	atomic_uint_fast64_t pools_created, pools_destroyed, pools_now;
 	atomic_uint_fast64_t objects, pages, evicted_pages, remote_gets;
 	atomic_int_fast64_t map_nodes, bucket_bytes;
+
+	/* owners (tmem_pool_set_owner): pages charged to each, and weights */
+	struct {
+		atomic_uint_fast64_t pages;
+		atomic_uint weight;
+	} owners[TMEM_OWNERS_MAX];
+	atomic_uint owners_top; /* owner ids in use are below this */
 };
 
 /* The bucket this thread holds while it calls the data side's create(). */
@@ -83,6 +91,16 @@ static __thread struct tmem_bucket *held_bucket;
 #define CNT_INC(c) CNT_ADD(c, 1)
 #define CNT_DEC(c) CNT_SUB(c, 1)
 #define CNT_GET(c) atomic_load_explicit(&(c), memory_order_relaxed)
+
+/* p's page count changes by n (either sign): the pool's, the space's, its owner's. */
+#define POOL_PAGES_ADD(p, n)                                                                \
+	do {                                                                                \
+		unsigned own_ = atomic_load_explicit(&(p)->owner, memory_order_relaxed);    \
+		CNT_ADD((p)->pages, (uint64_t)(n));                                          \
+		CNT_ADD((p)->t->pages, (uint64_t)(n));                                       \
+		if (own_)                                                                   \
+			CNT_ADD((p)->t->owners[own_].pages, (uint64_t)(n));                  \
+	} while (0)
 
 /* ---- hashing ------------------------------------------------------------- */
 
@@ -318,8 +336,7 @@ static int obj_remove_page(struct tmem_obj *o, uint32_t index)
 	if (!pampd)
 		return -ENOENT;
 	t->ops->free(t->ctx, p->flags & TMEM_PERSISTENT, pampd, &h, false);
-	CNT_DEC(p->pages);
-	CNT_DEC(t->pages);
+	POOL_PAGES_ADD(p, -1);
 	return 0;
 }
 
@@ -353,8 +370,7 @@ static uint64_t obj_destroy(struct tmem_bucket *b, struct tmem_obj *o, bool tell
 
 	freed = map_drain(&o->map, drain_one, &d);
 	nodes_account(t, -(int)freed);
-	CNT_SUB(p->pages, d.n);
-	CNT_SUB(t->pages, d.n);
+	POOL_PAGES_ADD(p, -(uint64_t)d.n);
 	if (tell && o->nodes && t->ops->flush_object) {
 		struct tmem_handle h = { p->id, o->oid, 0 };
 
@@ -505,8 +521,7 @@ int tmem_put(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_t i
 			t->ops->free(t->ctx, pers, old, &h, false);
 			CNT_INC(t->puts_dup);
 		} else {
-			CNT_INC(p->pages);
-			CNT_INC(t->pages);
+			POOL_PAGES_ADD(p, 1);
 		}
 		goto unlock;
 	}
@@ -624,8 +639,7 @@ int tmem_update(struct tmem *t, const struct tmem_handle *h,
 		} else if (cur) {
 			map_delete(&o->map, h->index, &delta);
 			nodes_account(t, delta);
-			CNT_DEC(p->pages);
-			CNT_DEC(t->pages);
+			POOL_PAGES_ADD(p, -1);
 		}
 	}
 	if (o)
@@ -752,8 +766,7 @@ int tmem_replace(struct tmem *t, struct tmem_ref ref, uint64_t expect, uint64_t 
 	} else {
 		map_delete(&o->map, ref.index, &delta);
 		nodes_account(t, delta);
-		CNT_DEC(p->pages);
-		CNT_DEC(t->pages);
+		POOL_PAGES_ADD(p, -1);
 		CNT_INC(t->evicted_pages);
 		obj_free_if_empty(b, o);
 		ret = 0;
@@ -777,6 +790,95 @@ int tmem_pool_info(struct tmem *t, uint32_t id, struct tmem_pool_info *info)
 	info->pages = CNT_GET(p->pages);
 	pool_put(p);
 	return 0;
+}
+
+int tmem_pool_set_owner(struct tmem *t, uint32_t id, unsigned owner, unsigned weight)
+{
+	struct tmem_pool *p;
+	unsigned top;
+
+	if (!owner || owner >= TMEM_OWNERS_MAX || !weight)
+		return -EINVAL;
+	p = pool_get(t, id);
+	if (!p)
+		return -ENOENT;
+	if (CNT_GET(p->pages) || atomic_load(&p->owner)) {
+		pool_put(p);
+		return -EBUSY;
+	}
+	atomic_store(&t->owners[owner].weight, weight);
+	atomic_store(&p->owner, owner);
+	top = atomic_load(&t->owners_top);
+	while (top <= owner && !atomic_compare_exchange_weak(&t->owners_top, &top, owner + 1))
+		;
+	pool_put(p);
+	return 0;
+}
+
+uint64_t tmem_owner_pages(struct tmem *t, unsigned owner)
+{
+	return owner && owner < TMEM_OWNERS_MAX ? CNT_GET(t->owners[owner].pages) : 0;
+}
+
+/* Sums over the owners holding pages now. */
+static void owners_sum(struct tmem *t, uint64_t *total, uint64_t *wsum)
+{
+	unsigned o, top = atomic_load(&t->owners_top);
+	uint64_t pages;
+
+	*total = *wsum = 0;
+	for (o = 1; o < top; o++) {
+		pages = CNT_GET(t->owners[o].pages);
+		if (!pages)
+			continue;
+		*total += pages;
+		*wsum += atomic_load_explicit(&t->owners[o].weight, memory_order_relaxed);
+	}
+}
+
+/* Over its share by more than 1/16 (no churn between owners near their shares). */
+static bool owner_over(struct tmem *t, unsigned o, uint64_t total, uint64_t wsum)
+{
+	return wsum && CNT_GET(t->owners[o].pages) * wsum * 16 >
+			   total * atomic_load_explicit(&t->owners[o].weight, memory_order_relaxed) * 17;
+}
+
+bool tmem_any_over_share(struct tmem *t)
+{
+	unsigned o, top = atomic_load(&t->owners_top);
+	uint64_t total, wsum;
+
+	owners_sum(t, &total, &wsum);
+	for (o = 1; o < top; o++)
+		if (owner_over(t, o, total, wsum))
+			return true;
+	return false;
+}
+
+bool tmem_ref_over_share(struct tmem *t, struct tmem_ref ref)
+{
+	unsigned owner;
+	uint64_t total, wsum;
+	uintptr_t e;
+
+	pthread_mutex_lock(&t->obj_lock);
+	e = ref.objno < t->objtab_size ? t->objtab[ref.objno] : 1;
+	owner = OBJTAB_IS_FREE(e) ? 0 : atomic_load(&((struct tmem_obj *)e)->pool->owner);
+	pthread_mutex_unlock(&t->obj_lock);
+	if (!owner)
+		return false;
+	/* the owners holding pages now share the space by weight */
+	owners_sum(t, &total, &wsum);
+	return owner_over(t, owner, total, wsum);
+}
+
+uint64_t tmem_meta_estimate(struct tmem *t)
+{
+	int64_t nodes = CNT_GET(t->map_nodes), bb = CNT_GET(t->bucket_bytes);
+
+	return CNT_GET(t->pools_now) * sizeof(struct tmem_pool) +
+	       CNT_GET(t->objects) * (sizeof(struct tmem_obj) + sizeof(*t->objtab)) +
+	       (uint64_t)(nodes > 0 ? nodes : 0) * map_node_size() + (uint64_t)(bb > 0 ? bb : 0);
 }
 
 void tmem_get_stats(struct tmem *t, struct tmem_stats *s)

@@ -186,4 +186,36 @@ struct tmem_stats {
 };
 void tmem_get_stats(struct tmem *t, struct tmem_stats *s);
 
+/*
+ * The bookkeeping that grows with use (pools, objects, index nodes, bucket
+ * tables), from relaxed counters without a lock: what the tier charges to
+ * its budget (zcache). Bytes.
+ */
+uint64_t tmem_meta_estimate(struct tmem *t);
+
+/*
+ * Owners and weights (issue 14): a pool may be charged to an owner
+ * (1..TMEM_OWNERS_MAX-1; the node gives one per uid) with a weight. Owners
+ * holding pages share the space by weight; eviction of ephemeral pages
+ * (zcache) prefers an owner over its share among the least recently used
+ * frames. Set once, on an empty pool: @return 0, -EINVAL (bad owner or
+ * weight 0), -ENOENT (no pool), -EBUSY (has pages or an owner already).
+ * The weight is the owner's (the latest set wins).
+ */
+#define TMEM_OWNERS_MAX 1024
+int tmem_pool_set_owner(struct tmem *t, uint32_t pool, unsigned owner, unsigned weight);
+
+/* Pages (every kind, local and remote descriptors) in the owner's pools. */
+uint64_t tmem_owner_pages(struct tmem *t, unsigned owner);
+
+/*
+ * Whether the page behind ref belongs to an owner holding more than its
+ * weighted share of the pages of all owners holding pages. Takes the
+ * object-table lock (order 2). false for an unowned pool or a stale ref.
+ */
+bool tmem_ref_over_share(struct tmem *t, struct tmem_ref ref);
+
+/* Whether any owner holds more than its weighted share now. */
+bool tmem_any_over_share(struct tmem *t);
+
 #endif /* RAMSTER_TMEM_H */

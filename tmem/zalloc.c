@@ -41,24 +41,53 @@ static void zb_release(void *a, uint64_t handle)
 	zbud_release(a, handle > UINT32_MAX ? UINT32_MAX : (uint32_t)handle);
 }
 
+static void zb_victim(struct zalloc_victim *v, const struct zbud_victim *zv);
+
 static int zb_zombify_lru(void *a, bool pers, struct zalloc_victim *v)
 {
 	struct zbud_victim zv;
-	unsigned i;
 	int ret;
 
 	ret = zbud_zombify_lru(a, pers, &zv);
 	if (ret)
 		return ret;
-	v->frame = zv.frame;
-	v->frames = 1;
-	v->n = zv.n;
-	for (i = 0; i < zv.n; i++) {
-		v->handle[i] = zv.handle[i];
-		v->ref[i] = zv.ref[i];
-		v->len[i] = zv.len[i];
-	}
+	zb_victim(v, &zv);
 	return 0;
+}
+
+static unsigned zb_lru_peek(void *a, bool pers, unsigned k, uint32_t *units,
+			    struct zbud_ref *refs)
+{
+	return zbud_lru_peek(a, pers, k, units, refs);
+}
+
+static int zb_zombify_unit(void *a, bool pers, uint32_t unit, struct zalloc_victim *v)
+{
+	struct zbud_victim zv;
+	int ret = zbud_zombify_frame(a, pers, unit, &zv);
+
+	if (!ret)
+		zb_victim(v, &zv);
+	return ret;
+}
+
+static int zb_lru_requeue(void *a, bool pers, uint32_t unit)
+{
+	return zbud_lru_requeue(a, pers, unit);
+}
+
+static void zb_victim(struct zalloc_victim *v, const struct zbud_victim *zv)
+{
+	unsigned i;
+
+	v->frame = zv->frame;
+	v->frames = 1;
+	v->n = zv->n;
+	for (i = 0; i < zv->n; i++) {
+		v->handle[i] = zv->handle[i];
+		v->ref[i] = zv->ref[i];
+		v->len[i] = zv->len[i];
+	}
 }
 
 static void zb_zombie_done(void *a, uint32_t frame)
@@ -92,6 +121,9 @@ static const struct zalloc_ops zbud_ops = {
     .data = zb_data,
     .release = zb_release,
     .zombify_lru = zb_zombify_lru,
+    .lru_peek = zb_lru_peek,
+    .zombify_unit = zb_zombify_unit,
+    .lru_requeue = zb_lru_requeue,
     .zombie_done = zb_zombie_done,
     .get_stats = zb_get_stats,
 };
@@ -129,6 +161,22 @@ static int zd_zombify_lru(void *a, bool pers, struct zalloc_victim *v)
 	return zdense_zombify_lru(a, pers, v);
 }
 
+static unsigned zd_lru_peek(void *a, bool pers, unsigned k, uint32_t *units,
+			    struct zbud_ref *refs)
+{
+	return zdense_lru_peek(a, pers, k, units, refs);
+}
+
+static int zd_zombify_unit(void *a, bool pers, uint32_t unit, struct zalloc_victim *v)
+{
+	return zdense_zombify_block(a, pers, unit, v);
+}
+
+static int zd_lru_requeue(void *a, bool pers, uint32_t unit)
+{
+	return zdense_lru_requeue(a, pers, unit);
+}
+
 static void zd_zombie_done(void *a, uint32_t frame)
 {
 	zdense_zombie_done(a, frame);
@@ -149,6 +197,9 @@ static const struct zalloc_ops zdense_ops = {
     .data = zd_data,
     .release = zd_release,
     .zombify_lru = zd_zombify_lru,
+    .lru_peek = zd_lru_peek,
+    .zombify_unit = zd_zombify_unit,
+    .lru_requeue = zd_lru_requeue,
     .zombie_done = zd_zombie_done,
     .get_stats = zd_get_stats,
 };

@@ -64,6 +64,12 @@ struct zalloc_ops {
 	const void *(*data)(const void *a, uint64_t handle, unsigned *len);
 	void (*release)(void *a, uint64_t handle);
 	int (*zombify_lru)(void *a, bool pers, struct zalloc_victim *v);
+	/* weighted eviction (issue 14): the first k units of a kind's LRU with one live
+	 * page's back-reference each; zombify a given unit (-ENOENT if it changed);
+	 * move a unit to its LRU's tail */
+	unsigned (*lru_peek)(void *a, bool pers, unsigned k, uint32_t *units, struct zbud_ref *refs);
+	int (*zombify_unit)(void *a, bool pers, uint32_t unit, struct zalloc_victim *v);
+	int (*lru_requeue)(void *a, bool pers, uint32_t unit);
 	void (*zombie_done)(void *a, uint32_t frame);
 	void (*get_stats)(void *a, struct zalloc_stats *s);
 };

@@ -408,19 +408,12 @@ unlock:
 
 /* ---- zombies ------------------------------------------------------------ */
 
-int zbud_zombify_lru(struct zbud *zb, bool pers, struct zbud_victim *v)
+/* Make frame f (on an LRU list, not a zombie) a zombie. Caller holds the lock. */
+static void zbud_zombify_locked(struct zbud *zb, uint32_t f, struct zbud_victim *v)
 {
-	struct zbud_meta *m;
+	struct zbud_meta *m = &zb->meta[f];
 	unsigned b;
-	uint32_t f;
 
-	pthread_mutex_lock(&zb->lock);
-	f = zb->lru[pers].head;
-	if (f == ZBUD_NIL) {
-		pthread_mutex_unlock(&zb->lock);
-		return -ENOENT;
-	}
-	m = &zb->meta[f];
 	zbud_lru_remove(zb, f);
 	zbud_ub_remove(zb, f);
 	m->flags |= ZF_ZOMBIE;
@@ -435,6 +428,72 @@ int zbud_zombify_lru(struct zbud *zb, bool pers, struct zbud_victim *v)
 		v->len[v->n] = m->size[b];
 		v->n++;
 	}
+}
+
+int zbud_zombify_lru(struct zbud *zb, bool pers, struct zbud_victim *v)
+{
+	uint32_t f;
+
+	pthread_mutex_lock(&zb->lock);
+	f = zb->lru[pers].head;
+	if (f == ZBUD_NIL) {
+		pthread_mutex_unlock(&zb->lock);
+		return -ENOENT;
+	}
+	zbud_zombify_locked(zb, f, v);
+	pthread_mutex_unlock(&zb->lock);
+	return 0;
+}
+
+unsigned zbud_lru_peek(struct zbud *zb, bool pers, unsigned k, uint32_t *frames,
+		       struct zbud_ref *refs)
+{
+	unsigned n = 0, b;
+	uint32_t f;
+
+	pthread_mutex_lock(&zb->lock);
+	for (f = zb->lru[pers].head; f != ZBUD_NIL && n < k; f = zb->meta[f].link[ZBUD_LRU][ZBUD_NEXT]) {
+		for (b = 0; b < 2; b++)
+			if (zbud_is_live(&zb->meta[f], b))
+				break;
+		if (b == 2)
+			continue;
+		frames[n] = f;
+		refs[n] = zb->meta[f].ref[b];
+		n++;
+	}
+	pthread_mutex_unlock(&zb->lock);
+	return n;
+}
+
+int zbud_lru_requeue(struct zbud *zb, bool pers, uint32_t frame)
+{
+	struct zbud_meta *m;
+	int rc = -ENOENT;
+
+	pthread_mutex_lock(&zb->lock);
+	m = frame < zb->top ? &zb->meta[frame] : NULL;
+	if (m && (m->flags & (ZF_USED | ZF_ZOMBIE | ZF_ON_LRU)) == (ZF_USED | ZF_ON_LRU) &&
+	    !!(m->flags & ZF_PERS) == pers) {
+		zbud_lru_touch(zb, frame);
+		rc = 0;
+	}
+	pthread_mutex_unlock(&zb->lock);
+	return rc;
+}
+
+int zbud_zombify_frame(struct zbud *zb, bool pers, uint32_t frame, struct zbud_victim *v)
+{
+	struct zbud_meta *m;
+
+	pthread_mutex_lock(&zb->lock);
+	m = frame < zb->top ? &zb->meta[frame] : NULL;
+	if (!m || (m->flags & (ZF_USED | ZF_ZOMBIE | ZF_ON_LRU)) != (ZF_USED | ZF_ON_LRU) ||
+	    !!(m->flags & ZF_PERS) != pers) {
+		pthread_mutex_unlock(&zb->lock);
+		return -ENOENT;
+	}
+	zbud_zombify_locked(zb, frame, v);
 	pthread_mutex_unlock(&zb->lock);
 	return 0;
 }

@@ -90,6 +90,23 @@ struct zbud_victim {
 int zbud_zombify_lru(struct zbud *zb, bool pers, struct zbud_victim *v);
 
 /*
+ * The first k frames of a kind's LRU (least recent first), each with the
+ * back-reference of one live buddy, for a caller choosing a victim among
+ * them (zcache's weighted eviction). @return how many were filled.
+ */
+unsigned zbud_lru_peek(struct zbud *zb, bool pers, unsigned k, uint32_t *frames,
+		       struct zbud_ref *refs);
+
+/* Move frame (in use, of that kind, on its LRU) to the LRU's tail. @return 0, or -ENOENT. */
+int zbud_lru_requeue(struct zbud *zb, bool pers, uint32_t frame);
+
+/*
+ * zbud_zombify_lru for a given frame, if it is still in use, of that kind,
+ * on its LRU and not a zombie. @return 0, or -ENOENT.
+ */
+int zbud_zombify_frame(struct zbud *zb, bool pers, uint32_t frame, struct zbud_victim *v);
+
+/*
  * End a zombie: a frame whose buddies were all released is freed; one with a
  * live buddy goes back on its lists (at the LRU tail).
  */

@@ -57,8 +57,8 @@ struct zcache {
 	atomic_uint_fast64_t pers_bytes;  /* ... and their bytes: the policy's mean */
 	atomic_uint_fast64_t zero_pages, zero_puts;
 	atomic_uint_fast64_t raw_pages, raw_puts; /* pages kept raw (huge class) */
-	atomic_uint_fast64_t refused_poor, refused_nospace, refused_error;
-	atomic_uint_fast64_t evicted_frames, evicted_pages, evict_busy;
+	atomic_uint_fast64_t refused_poor, refused_nospace, refused_error, refused_meta;
+	atomic_uint_fast64_t evicted_frames, evicted_pages, evict_busy, evicted_over_share;
 	atomic_uint_fast64_t decompress_errors;
 	atomic_uint_fast64_t remote_pages, remotified, remotify_stale, repatriated, brought_home;
 	atomic_uint_fast64_t checksum_errors, remote_lost;
@@ -167,7 +167,51 @@ static void zcache_account(struct zcache *z, bool pers, unsigned len, int dir)
 /* ---- eviction ---------------------------------------------------------------- */
 
 /*
- * Eat the least recently used ephemeral frame: evict its pages from tmem and
+ * Weighted eviction (issue 14), allocator-neutral (a peek at the LRU's head,
+ * zombify a given frame, requeue a frame): while some owner holds more than
+ * its weighted share (tmem_any_over_share), the first of the EVICT_SCAN
+ * least recently used ephemeral frames whose page is an over-share owner's
+ * goes; a window without one goes to the LRU's tail (a second chance, as in
+ * CLOCK) and the next is looked at, EVICT_ROUNDS windows at most. Otherwise,
+ * and as a fallback, the least recently used. Granularity is the frame: a
+ * frame whose two buddies have different owners is judged by its first.
+ * @return 0 with *v taken, or -ENOSPC (no ephemeral frame).
+ */
+#define EVICT_SCAN   8
+#define EVICT_ROUNDS 4
+
+static int zcache_evict_pick(struct zcache *z, struct zalloc_victim *v)
+{
+	const struct zalloc_ops *ops = z->za_ops;
+	uint32_t frames[EVICT_SCAN];
+	struct zbud_ref refs[EVICT_SCAN];
+	unsigned n, i, round;
+
+	for (round = 0; ops->lru_peek && round < EVICT_ROUNDS && tmem_any_over_share(z->tmem);
+	     round++) {
+		n = ops->lru_peek(z->za, false, EVICT_SCAN, frames, refs);
+		for (i = 0; i < n; i++) {
+			struct tmem_ref ref = { refs[i].objno, refs[i].index };
+
+			if (!tmem_ref_over_share(z->tmem, ref))
+				continue;
+			if (!ops->zombify_unit(z->za, false, frames[i], v)) {
+				if (round || i)
+					CNT_INC(z->evicted_over_share);
+				return 0;
+			}
+			break; /* it changed meanwhile */
+		}
+		if (i < n || n < EVICT_SCAN)
+			break;
+		for (i = 0; i < n; i++)
+			(void)ops->lru_requeue(z->za, false, frames[i]);
+	}
+	return ops->zombify_lru(z->za, false, v) ? -ENOSPC : 0;
+}
+
+/*
+ * Eat an ephemeral frame (zcache_evict_pick): evict its pages from tmem and
  * free it. @return 0 when a frame was freed; -ENOSPC when none could be.
  */
 static int zcache_evict_one(struct zcache *z)
@@ -178,7 +222,7 @@ static int zcache_evict_one(struct zcache *z)
 	for (tries = 0; tries < EVICT_TRIES; tries++) {
 		bool all = true;
 
-		if (z->za_ops->zombify_lru(z->za, false, &v))
+		if (zcache_evict_pick(z, &v))
 			return -ENOSPC;
 		for (i = 0; i < v.n; i++) {
 			struct tmem_ref ref = { v.ref[i].objno, v.ref[i].index };
@@ -199,6 +243,44 @@ static int zcache_evict_one(struct zcache *z)
 			return 0;
 		}
 	}
+	return -ENOSPC;
+}
+
+/*
+ * The handle space's bookkeeping is charged to the budget (issue 14): the
+ * first 1/ZCACHE_META_FREE of the budget is an allowance (below it the check
+ * is skipped: it costs the allocator's lock); past it, a put needs frames in
+ * use plus the bookkeeping beyond the allowance (in frames) within the
+ * budget, and eats ephemeral frames to get there; failing that it is
+ * refused. So the tier holds at most the budget plus the allowance (and one
+ * put's own bookkeeping). Zero pages, which take no frame, are bounded too.
+ * @return 0, or -ENOSPC.
+ */
+#define ZCACHE_META_FREE 64
+
+static int zcache_meta_room(struct zcache *z)
+{
+	uint64_t allow = z->budget_frames / ZCACHE_META_FREE;
+	uint64_t meta = tmem_meta_estimate(z->tmem) / ZBUD_FRAME_SIZE;
+	struct zalloc_stats zs;
+	unsigned tries;
+
+	if (meta <= allow)
+		return 0;
+	for (tries = 0; tries <= EVICT_TRIES; tries++) {
+		z->za_ops->get_stats(z->za, &zs);
+		if (zs.frames + (meta - allow) <= z->budget_frames)
+			return 0;
+		if (zcache_evict_one(z))
+			break;
+		meta = tmem_meta_estimate(z->tmem) / ZBUD_FRAME_SIZE;
+		if (meta <= allow)
+			return 0;
+	}
+	/* every such refusal is "no room"; refused_meta: the bookkeeping's share tipped it */
+	CNT_INC(z->refused_nospace);
+	if (zs.frames < z->budget_frames)
+		CNT_INC(z->refused_meta);
 	return -ENOSPC;
 }
 
@@ -223,6 +305,8 @@ static int zcache_create_pampd(void *ctx, unsigned flags, const void *page, stru
 	unsigned tries;
 	int len, ret;
 
+	if (zcache_meta_room(z))
+		return -ENOSPC;
 	if (compress_page_is_zero(page)) {
 		CNT_INC(z->zero_puts);
 		CNT_INC(z->zero_pages);
@@ -384,8 +468,14 @@ void zcache_set_remote(struct zcache *z, const struct zcache_remote_ops *ops, vo
 unsigned zcache_usage_pct(struct zcache *z)
 {
 	struct zalloc_stats zs;
+	uint64_t allow = z->budget_frames / ZCACHE_META_FREE;
+	uint64_t meta = tmem_meta_estimate(z->tmem) / ZBUD_FRAME_SIZE;
 
 	z->za_ops->get_stats(z->za, &zs);
+	/* the bookkeeping charged to the budget (zcache_meta_room) counts too:
+	 * remotify must make room for it as for frames */
+	if (meta > allow)
+		zs.frames += meta - allow;
 	return (unsigned)(zs.frames * 100 / (zs.max_frames ? zs.max_frames : 1));
 }
 
@@ -674,10 +764,12 @@ void zcache_get_stats(struct zcache *z, struct zcache_stats *s)
 	s->compressed_bytes = zs.bytes;
 	s->refused_poor = CNT_GET(z->refused_poor);
 	s->refused_nospace = CNT_GET(z->refused_nospace);
+	s->refused_meta = CNT_GET(z->refused_meta);
 	s->refused_error = CNT_GET(z->refused_error);
 	s->evicted_frames = CNT_GET(z->evicted_frames);
 	s->evicted_pages = CNT_GET(z->evicted_pages);
 	s->evict_busy = CNT_GET(z->evict_busy);
+	s->evicted_over_share = CNT_GET(z->evicted_over_share);
 	s->decompress_errors = CNT_GET(z->decompress_errors);
 	s->frames = zs.frames;
 	s->frames_eph = zs.frames_eph;
@@ -740,10 +832,12 @@ void zcache_foreach_stat(struct zcache *z,
 	Z(raw_puts, "puts stored raw (keep-all pools: NBD exports)");
 	Z(refused_poor, "puts refused: poorly compressible");
 	Z(refused_nospace, "puts refused: no room left");
+	Z(refused_meta, "of those, refused as the bookkeeping (charged to the budget) took the rest");
 	Z(refused_error, "puts refused: compressor error");
 	Z(evicted_frames, "ephemeral frames eaten to make room");
 	Z(evicted_pages, "ephemeral pages evicted with them");
 	Z(evict_busy, "eviction attempts that met a busy bucket");
+	Z(evicted_over_share, "frames evicted out of LRU order: their owner was over its weighted share");
 	Z(decompress_errors, "pages that failed to decompress (-EIO)");
 	Z(frames, "frames in use");
 	Z(frames_eph, "frames holding ephemeral pages");

@@ -59,6 +59,8 @@ struct zcache_stats {
 	uint64_t compressed_bytes;   /* their compressed bytes */
 	uint64_t refused_poor;       /* puts refused: poorly compressible */
 	uint64_t refused_nospace;    /* puts refused: no room (persistent data fills the tier) */
+	uint64_t evicted_over_share; /* frames evicted out of LRU order for an over-share owner */
+	uint64_t refused_meta;       /* of those, where the bookkeeping's charge took the rest */
 	uint64_t refused_error;      /* puts refused: compressor failure */
 	uint64_t evicted_frames;     /* ephemeral frames eaten to make room */
 	uint64_t evicted_pages;      /* ephemeral pages lost with them */

@@ -575,19 +575,12 @@ unlock:
 
 /* ---- zombies ------------------------------------------------------------ */
 
-int zdense_zombify_lru(struct zdense *zd, bool pers, struct zalloc_victim *v)
+/* Make block b (in use, on its LRU, not a zombie) a zombie. Caller holds the lock. */
+static void zd_zombify_locked(struct zdense *zd, uint32_t b, struct zalloc_victim *v)
 {
-	struct zd_block *m;
+	struct zd_block *m = &zd->blk[b];
 	unsigned slot;
-	uint32_t b;
 
-	pthread_mutex_lock(&zd->lock);
-	b = zd->lru[pers].head;
-	if (b == ZD_NIL) {
-		pthread_mutex_unlock(&zd->lock);
-		return -ENOENT;
-	}
-	m = &zd->blk[b];
 	zd_lru_remove(zd, b);
 	zd_part_remove(zd, b);
 	m->flags |= ZB_ZOMBIE;
@@ -613,8 +606,84 @@ int zdense_zombify_lru(struct zdense *zd, bool pers, struct zalloc_victim *v)
 		v->len[v->n] = l & ZS_LEN_MASK;
 		v->n++;
 	}
+}
+
+int zdense_zombify_lru(struct zdense *zd, bool pers, struct zalloc_victim *v)
+{
+	uint32_t b;
+
+	pthread_mutex_lock(&zd->lock);
+	b = zd->lru[pers].head;
+	if (b == ZD_NIL) {
+		pthread_mutex_unlock(&zd->lock);
+		return -ENOENT;
+	}
+	zd_zombify_locked(zd, b, v);
 	pthread_mutex_unlock(&zd->lock);
 	return 0;
+}
+
+/* Block b is in use, of kind pers, on its LRU and not a zombie. Caller holds the lock. */
+static bool zd_on_lru(const struct zdense *zd, uint32_t b, bool pers)
+{
+	const struct zd_block *m;
+
+	if (b >= zd->top)
+		return false;
+	m = &zd->blk[b];
+	return (m->flags & (ZB_USED | ZB_ZOMBIE | ZB_ON_LRU)) == (ZB_USED | ZB_ON_LRU) &&
+	       !!(m->flags & ZB_PERS) == pers;
+}
+
+unsigned zdense_lru_peek(struct zdense *zd, bool pers, unsigned k, uint32_t *blocks,
+			 struct zbud_ref *refs)
+{
+	unsigned n = 0, slot;
+	uint32_t b;
+
+	pthread_mutex_lock(&zd->lock);
+	for (b = zd->lru[pers].head; b != ZD_NIL && n < k; b = zd->blk[b].lru[ZD_NEXT]) {
+		for (slot = 0; slot < zd->blk[b].ninit; slot++) {
+			const unsigned char *s = zd_slot(zd, b, slot);
+			unsigned l = zd_hdr_len(s);
+
+			if (!l || (l & ZS_DEAD))
+				continue;
+			blocks[n] = b;
+			memcpy(&refs[n].objno, s + 2, 4);
+			memcpy(&refs[n].index, s + 6, 4);
+			n++;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&zd->lock);
+	return n;
+}
+
+int zdense_zombify_block(struct zdense *zd, bool pers, uint32_t b, struct zalloc_victim *v)
+{
+	int rc = -ENOENT;
+
+	pthread_mutex_lock(&zd->lock);
+	if (zd_on_lru(zd, b, pers)) {
+		zd_zombify_locked(zd, b, v);
+		rc = 0;
+	}
+	pthread_mutex_unlock(&zd->lock);
+	return rc;
+}
+
+int zdense_lru_requeue(struct zdense *zd, bool pers, uint32_t b)
+{
+	int rc = -ENOENT;
+
+	pthread_mutex_lock(&zd->lock);
+	if (zd_on_lru(zd, b, pers)) {
+		zd_lru_touch(zd, b);
+		rc = 0;
+	}
+	pthread_mutex_unlock(&zd->lock);
+	return rc;
 }
 
 void zdense_zombie_done(struct zdense *zd, uint32_t b)

@@ -76,6 +76,17 @@ void zdense_release(struct zdense *zd, uint64_t handle);
 /* Take the least recently used block of a kind as a zombie. @return 0 or -ENOENT. */
 int zdense_zombify_lru(struct zdense *zd, bool pers, struct zalloc_victim *v);
 
+/*
+ * For weighted eviction (zcache, issue 14), as zbud's: the first k blocks of
+ * a kind's LRU with one live page's back-reference each; zombify a given
+ * block if still in use, of that kind, on its LRU and not a zombie; move one
+ * to its LRU's tail. @return count / 0 or -ENOENT.
+ */
+unsigned zdense_lru_peek(struct zdense *zd, bool pers, unsigned k, uint32_t *blocks,
+			 struct zbud_ref *refs);
+int zdense_zombify_block(struct zdense *zd, bool pers, uint32_t b, struct zalloc_victim *v);
+int zdense_lru_requeue(struct zdense *zd, bool pers, uint32_t b);
+
 /* End a zombie (v->frame): freed when empty, else back on its lists. */
 void zdense_zombie_done(struct zdense *zd, uint32_t block);
 

@@ -17,7 +17,7 @@ pkgs=(
 	iproute2 procps psmisc memcached python3
 	libnbd-bin python3-libnbd nbdkit fio qemu-utils socat
 	libsystemd-dev scdoc man-db systemd
-	python3 coreutils util-linux
+	python3 coreutils util-linux passwd
 	libfaketime
 )
 

@@ -56,6 +56,8 @@ static void ctl_usage(FILE *f)
 		"                  redrawn in place on a terminal, key=value lines elsewhere\n"
 		"  reload          re-read the cluster file (as SIGHUP does; root or the\n"
 		"                  daemon's user): what was applied, what needs a restart\n"
+		"  clients         per uid: connections, pools, pages, bytes in and out,\n"
+		"                  refusals, quota and weight (root: every uid; else your own)\n"
 		"  genkey          print a new cluster key (32 random bytes as 64 hex digits)\n"
 		"\n"
 		"status, stats, pools, peers and exports take --json: one JSON document\n"
@@ -288,6 +290,33 @@ static int ctl_pools(ramster *r, int json)
 		       (p[i].flags & RAMSTER_SHARED) ? "shared" : "private", w[3], p[i].clients,
 		       w[4], (unsigned long long)p[i].objects, w[5], (unsigned long long)p[i].pages,
 		       uuid);
+	}
+	free(p);
+	return 0;
+}
+
+/* ---- clients ----------------------------------------------------------------- */
+
+static int ctl_clients(ramster *r)
+{
+	struct ramster_client_info *p = NULL;
+	size_t n = 0, i;
+	int rc = ramster_clients(r, &p, &n);
+	char quota[24];
+
+	if (rc)
+		return ctl_failed("clients", rc);
+	printf("%10s %6s %6s %12s %14s %14s %9s %9s %6s\n", "UID", "CONNS", "POOLS", "PAGES",
+	       "BYTES_IN", "BYTES_OUT", "REFUSALS", "MAX_MB", "WEIGHT");
+	for (i = 0; i < n; i++) {
+		if (p[i].max_mb)
+			snprintf(quota, sizeof(quota), "%llu", (unsigned long long)p[i].max_mb);
+		else
+			strcpy(quota, "-");
+		printf("%10u %6u %6u %12llu %14llu %14llu %9llu %9s %6u\n", p[i].uid,
+		       p[i].connections, p[i].pools, (unsigned long long)p[i].pages,
+		       (unsigned long long)p[i].bytes_in, (unsigned long long)p[i].bytes_out,
+		       (unsigned long long)p[i].refusals, quota, p[i].weight);
 	}
 	free(p);
 	return 0;
@@ -875,6 +904,7 @@ int main(int argc, char **argv)
 	if (strcmp(cmd, "status") && strcmp(cmd, "stats") && strcmp(cmd, "pools") &&
 	    strcmp(cmd, "peers") && strcmp(cmd, "exports") && strcmp(cmd, "ping") &&
 	    strcmp(cmd, "drain") && strcmp(cmd, "undrain") && strcmp(cmd, "reload") &&
+	    strcmp(cmd, "clients") &&
 	    strcmp(cmd, "top"))
 		return ctl_usage_error("unknown command", cmd);
 
@@ -900,6 +930,8 @@ int main(int argc, char **argv)
 		rc = ctl_exports(r, json);
 	else if (!strcmp(cmd, "reload"))
 		rc = ctl_reload(r);
+	else if (!strcmp(cmd, "clients"))
+		rc = ctl_clients(r);
 	else if (!strcmp(cmd, "top"))
 		rc = ctl_top(r, top_interval, top_iterations);
 	else if (!strcmp(cmd, "drain") || !strcmp(cmd, "undrain"))

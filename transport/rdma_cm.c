@@ -117,6 +117,10 @@ void rconn_close(struct rconn *c, const char *reason)
 
 	if (c->base.state == TCONN_CLOSED)
 		return;
+	if (c->counted_accepting) {
+		c->counted_accepting = 0;
+		container_of(c->base.t, struct rdma_transport, base)->accepting--;
+	}
 	/* an inbound connection the user never saw goes without a word */
 	on_close = c->announced ? c->base.t->cb.on_close : NULL;
 	arg = c->base.t->arg;
@@ -181,6 +185,10 @@ static void rconn_established(struct rconn *c, const uint8_t *priv, size_t plen)
 	int err;
 
 	c->connected = 1;
+	if (c->counted_accepting) {
+		c->counted_accepting = 0;
+		container_of(t, struct rdma_transport, base)->accepting--;
+	}
 	if (!inbound) {
 		/* a peer that sent no private data is taken to post what we post */
 		n = plen ? rdma_priv_decode(priv, plen) : RDMA_RECV_N;
@@ -218,13 +226,22 @@ static void rdma_on_request(struct transport *t, struct rdma_cm_id *id, const ui
 	uint8_t mine[RDMA_PRIV_LEN];
 	struct rconn *c;
 	unsigned n = rdma_priv_decode(priv, plen);
+	struct rdma_transport *rt = container_of(t, struct rdma_transport, base);
 
+	if (rt->accepting >= RDMA_ACCEPTING_MAX) {
+		rt->refused_accepting++; /* issue 14: bounded before authentication */
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		return;
+	}
 	if (t->dying || !n || !(c = rconn_new(t, id))) {
 		rdma_reject(id, NULL, 0);
 		rdma_destroy_id(id);
 		return;
 	}
 	c->base.state = TCONN_ACCEPTING;
+	c->counted_accepting = 1;
+	rt->accepting++;
 	c->peer_recv_n = n;
 	c->credits = n;
 	sock_format_ipv4(c->base.peer, rdma_get_peer_addr(id));

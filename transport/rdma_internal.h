@@ -66,6 +66,7 @@ struct rconn {
 	struct rdma_cm_id *id;
 	int announced; /* the user knows c: on_close is due at the end */
 	int connected; /* ESTABLISHED came: rdma_disconnect at close */
+	int counted_accepting; /* in its transport's accepting count */
 	/* verbs, owned; torn down when the memory goes */
 	struct ibv_pd *pd;
 	struct ibv_comp_channel *cch;
@@ -98,8 +99,15 @@ struct rconn {
 };
 
 /* The transport: loop, callbacks, connections, references in the base. */
+/* Inbound connect requests accepted but not yet established: each pins a QP,
+ * CQ and its slab (~2.9 MiB) before the peer has authenticated; more are
+ * rejected (issue 14). Established ones are capped by node/link_limits.c. */
+#define RDMA_ACCEPTING_MAX 8
+
 struct rdma_transport {
 	struct transport base; /* first; its refs also count every rconn not yet destroyed */
+	unsigned accepting;    /* rconns with counted_accepting set */
+	uint64_t refused_accepting; /* connect requests rejected over RDMA_ACCEPTING_MAX */
 	ev_io cmio;	       /* the rdma_cm event channel */
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *listen_id;

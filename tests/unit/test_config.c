@@ -361,6 +361,56 @@ static void test_export_sizes(void **state)
 
 /* ---- errors: each names its line ---------------------------------------------------- */
 
+/* [limits], [uid N], [user NAME], [group NAME] (issue 14). */
+static void test_users_and_limits(void **state)
+{
+	config_defaults(&cfg);
+	assert_int_equal(cfg.limits.max_clients, 1024);
+	assert_int_equal(cfg.limits.max_clients_per_uid, 64);
+	assert_int_equal(cfg.limits.nbd_handshake_timeout_ms, 10000);
+	assert_int_equal(cfg.limits.peer_unauth_per_addr, 4);
+	assert_int_equal(load("[node a]\n[limits]\nmax_clients = 10\nnbd_idle_timeout_ms = 5000\n"
+			      "[uid 1001]\nmax_mb = 64\nweight = 3\n"
+			      "[user root]\nmax_connections = 2\n"
+			      "[group 0]\nmax_pools = 5\n"),
+			 0);
+	assert_int_equal(cfg.limits.max_clients, 10);
+	assert_int_equal(cfg.limits.nbd_idle_timeout_ms, 5000);
+	assert_int_equal(cfg.limits.max_clients_per_uid, 64); /* untouched: the default */
+	assert_int_equal(cfg.n_users, 3);
+	assert_false(cfg.users[0].group);
+	assert_int_equal(cfg.users[0].id, 1001);
+	assert_int_equal(cfg.users[0].max_mb, 64);
+	assert_int_equal(cfg.users[0].weight, 3);
+	assert_int_equal(cfg.users[1].id, 0); /* root */
+	assert_int_equal(cfg.users[1].max_connections, 2);
+	assert_true(cfg.users[2].group);
+	assert_int_equal(cfg.users[2].max_pools, 5);
+}
+
+static void test_err_limits(void **state)
+{
+	expect_error("[limits]\n[limits]\n", 2, "duplicate [limits]");
+	expect_error("[limits x]\n", 1, "takes no name");
+	expect_error("[limits]\nmax_clients = 0\n", 2, "out of range");
+	expect_error("[limits]\nfoo = 1\n", 2, "unknown key 'foo' in [limits]");
+}
+
+static void test_err_user_names(void **state)
+{
+	expect_error("[uid abc]\n", 1, "needs a number");
+	expect_error("[user no-such-user-t14]\n", 1, "no such user");
+	expect_error("[group no-such-group-t14]\n", 1, "no such group");
+	expect_error("[uid 0]\n[user root]\n", 2, "a second rule for uid 0 (first at line 1)");
+}
+
+static void test_err_user_keys(void **state)
+{
+	expect_error("[uid 5]\nweight = 0\n", 2, "out of range");
+	expect_error("[uid 5]\nmax_mb = x\n", 2, "not a number");
+	expect_error("[group 5]\nquota = 1\n", 2, "unknown key 'quota' in [group]");
+}
+
 static void test_err_missing_file(void **state)
 {
 	assert_int_equal(config_load(&cfg, "/nonexistent/ramster.conf", err, sizeof(err)), -EINVAL);
@@ -638,6 +688,10 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(test_defaults, teardown),
+	    cmocka_unit_test_teardown(test_users_and_limits, teardown),
+	    cmocka_unit_test_teardown(test_err_limits, teardown),
+	    cmocka_unit_test_teardown(test_err_user_names, teardown),
+	    cmocka_unit_test_teardown(test_err_user_keys, teardown),
 	    cmocka_unit_test_teardown(test_single_node_minimal, teardown),
 	    cmocka_unit_test_teardown(test_single_node_full, teardown),
 	    cmocka_unit_test_teardown(test_cluster_full, teardown),
