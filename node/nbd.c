@@ -364,6 +364,8 @@ void nbd_foreach_stat(const struct nbd *n,
 	fn(arg, "nbd_errors", s->errors, "NBD error replies");
 	fn(arg, "nbd_bytes_read", s->bytes_read, "bytes answered to NBD reads");
 	fn(arg, "nbd_bytes_written", s->bytes_written, "bytes taken from NBD writes");
+	fn(arg, "nbd_zero_pages", s->zero_pages,
+	   "pages written as zeros: dropped from the tier, read back as zeros");
 	fn(arg, "nbd_put_refused", s->put_refused, "pages the tier refused");
 	fn(arg, "nbd_refused_lost", s->refused_lost,
 	   "refused pages without a backing file (write failed)");

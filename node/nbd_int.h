@@ -204,6 +204,7 @@ struct nbd_stats {
 	uint64_t errors;          /* error replies of any kind */
 	uint64_t bytes_read;      /* READ bytes answered */
 	uint64_t bytes_written;   /* WRITE bytes taken */
+	uint64_t zero_pages;      /* pages written as zeros: dropped, read back as zeros */
 	uint64_t put_refused;     /* pages the tier refused */
 	uint64_t refused_lost;    /* of those, failed writes (no backing) */
 	uint64_t nospace;         /* page writes failed ENOSPC: tier, collective, backing full */

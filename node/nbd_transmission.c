@@ -20,6 +20,7 @@
 #include "common/util.h"
 #include "node/log.h"
 #include "node/nbd_int.h"
+#include "tmem/compress.h"
 
 /* ---- slices -------------------------------------------------------------------- */
 
@@ -269,8 +270,16 @@ static int nbd_write_run(struct nbd_conn *c)
 
 		if (done++ == NBD_SLICE_PAGES)
 			return nbd_yield(c, nbd_write_run, 0);
-		if (discard && page == nbd_zero_page) {
+		/* A page of zeros takes no room at all: the export's bitmaps say
+		 * it reads as zeros (as zram's same-filled pages). In the tier
+		 * it would cost its index entry, charged to local_mb: a 4 GiB
+		 * WRITE_ZEROES (NO_HOLE) filled a 2 MiB node's budget with
+		 * bookkeeping and failed. NO_HOLE still writes zeros to a
+		 * backing file (dirty: the next FLUSH, or FUA now); a discard
+		 * punches a hole below. */
+		if (page == nbd_zero_page || compress_page_is_zero(page)) {
 			nbd_discard(e, c->cursor);
+			c->srv->st.zero_pages++;
 			continue;
 		}
 		rc = nbd_store(c, c->cursor, page);
