@@ -201,7 +201,7 @@ t_random_ram() {
 }
 run nbdcopy_random_no_backing_roundtrip t_random_ram
 
-FIO_COMMON=(--ioengine=nbd --iodepth=16 --direct=1 --verify=crc32c --verify_fatal=1
+FIO_COMMON=(--ioengine=nbd --iodepth=16 --direct=1 --verify=crc32c --verify_fatal=1 --verify_state_save=0
 	--do_verify=1 --verify_state_save=0 --output-format=normal)
 t_fio_4k() {
 	fio --name=rand4k "${FIO_COMMON[@]}" --uri="$(uri disk)" --rw=randwrite --bs=4k --size=128m || return 1
