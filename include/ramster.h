@@ -248,6 +248,7 @@ struct ramster_client_info {
 	uint32_t connections;
 	uint32_t pools;          /* pools it owns */
 	uint64_t pages;          /* pages in them, local and remote */
+	uint64_t pages_remote;   /* of those, pages whose copy is on a peer */
 	uint64_t bytes_in, bytes_out;
 	uint64_t refusals;       /* connections and requests refused (limits, -EPERM, -EACCES, -EDQUOT) */
 	uint64_t max_mb;         /* its quota (0: none) */

@@ -933,6 +933,7 @@ int ramster_clients(ramster *r, struct ramster_client_info **out, size_t *n)
 		p[i].connections = ci->connections;
 		p[i].pools = ci->pools;
 		p[i].pages = ci->pages;
+		p[i].pages_remote = ci->pages_remote;
 		p[i].bytes_in = ci->bytes_in;
 		p[i].bytes_out = ci->bytes_out;
 		p[i].refusals = ci->refusals;

@@ -427,7 +427,7 @@ static void client_user_add(void *arg, const struct users_user *uu)
 	ci.uid = (uint32_t)uu->uid;
 	ci.connections = uu->connections;
 	ci.pools = uu->pools;
-	ci.pages = pools_owner_pages(ul->env->pools, uu);
+	ci.pages = pools_owner_pages(ul->env->pools, uu, &ci.pages_remote);
 	ci.bytes_in = uu->bytes_in;
 	ci.bytes_out = uu->bytes_out;
 	ci.refusals = uu->refused_conn + uu->refused_perm + uu->refused_access +

@@ -456,7 +456,7 @@ static int client_dispatch(struct client *c, const Ramster__Request *req, size_t
 		}
 		c->quota_left = UINT64_MAX;
 		if (c->put_owner && c->put_owner->max_pages) {
-			uint64_t used = pools_owner_pages(env->pools, c->put_owner);
+			uint64_t used = pools_owner_pages(env->pools, c->put_owner, NULL);
 
 			c->quota_left = used < c->put_owner->max_pages
 					    ? c->put_owner->max_pages - used

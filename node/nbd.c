@@ -312,15 +312,10 @@ void nbd_export_info(struct nbd *n, size_t i, struct nbd_export_info *info)
 {
 	struct nbd_export *e = &n->exports[i];
 	struct tmem_pool_info ti = {0};
-	uint64_t b, remote = 0;
+	uint64_t remote;
 
 	(void)store_pool_info(n->store, e->pool, &ti);
-	for (b = bit_next(e->present, 0, e->blocks); b < e->blocks;
-	     b = bit_next(e->present, b + 1, e->blocks)) {
-		struct tmem_handle h = {e->pool, nbd_oid(e, b), nbd_index(b)};
-
-		remote += store_is_remote(n->store, &h);
-	}
+	remote = ti.remote;
 	memset(info, 0, sizeof(*info));
 	info->name = e->name;
 	info->backing = e->backing;

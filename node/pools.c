@@ -352,15 +352,19 @@ int pools_resolve_for(const struct pools_client *c, int id, unsigned need, uint3
 	return 0;
 }
 
-uint64_t pools_owner_pages(const struct pools *p, const struct users_user *uu)
+uint64_t pools_owner_pages(const struct pools *p, const struct users_user *uu, uint64_t *remote)
 {
 	const struct pools_entry *e;
 	struct tmem_pool_info ti;
-	uint64_t pages = 0;
+	uint64_t pages = 0, rem = 0;
 
 	for (e = uu->owned; e; e = e->onext)
-		if (!tmem_pool_info(p->t, e->pool, &ti))
+		if (!tmem_pool_info(p->t, e->pool, &ti)) {
 			pages += ti.pages;
+			rem += ti.remote;
+		}
+	if (remote)
+		*remote = rem;
 	return pages;
 }
 

@@ -80,8 +80,8 @@ int pools_resolve(const struct pools_client *c, int id, uint32_t *pool);
 int pools_resolve_for(const struct pools_client *c, int id, unsigned need, uint32_t *pool,
 		      struct users_user **owner);
 
-/* Pages (local and remote) in the pools uu owns. */
-uint64_t pools_owner_pages(const struct pools *p, const struct users_user *uu);
+/* Pages (local and remote) in the pools uu owns; *remote (may be NULL) the remote ones. */
+uint64_t pools_owner_pages(const struct pools *p, const struct users_user *uu, uint64_t *remote);
 
 /* One pool of the directory, for listings. */
 struct pools_info {

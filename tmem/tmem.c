@@ -43,6 +43,7 @@ struct tmem_pool {
 	atomic_bool dead;       /* destroyed: no new pages */
 	atomic_uint_fast64_t objects;
 	atomic_uint_fast64_t pages;
+	atomic_uint_fast64_t remote; /* of pages, remote descriptors (ops->is_remote) */
 	atomic_uint owner;      /* tmem_pool_set_owner: whose pages these are (0: nobody) */
 	struct tmem *t;
 	struct tmem_bucket bucket[TMEM_BUCKETS];
@@ -78,6 +79,7 @@ struct tmem {
 	/* owners (tmem_pool_set_owner): pages charged to each, and weights */
 	struct {
 		atomic_uint_fast64_t pages;
+		atomic_uint_fast64_t remote; /* of pages, remote ones */
 		atomic_uint weight;
 	} owners[TMEM_OWNERS_MAX];
 	atomic_uint owners_top; /* owner ids in use are below this */
@@ -101,6 +103,30 @@ static __thread struct tmem_bucket *held_bucket;
 		if (own_)                                                                   \
 			CNT_ADD((p)->t->owners[own_].pages, (uint64_t)(n));                  \
 	} while (0)
+
+/* p's remote page count changes by n (either sign): the pool's and its owner's. */
+#define POOL_REMOTE_ADD(p, n)                                                               \
+	do {                                                                                \
+		unsigned own_ = atomic_load_explicit(&(p)->owner, memory_order_relaxed);    \
+		CNT_ADD((p)->remote, (uint64_t)(n));                                         \
+		if (own_)                                                                   \
+			CNT_ADD((p)->t->owners[own_].remote, (uint64_t)(n));                 \
+	} while (0)
+
+/* 1 when pampd (non-zero) is a remote page, else 0. */
+static int pampd_remote(const struct tmem *t, uint64_t pampd)
+{
+	return pampd && t->ops->is_remote && t->ops->is_remote(pampd);
+}
+
+/* A descriptor old (0: none) became now (0: gone): the remote counts follow. */
+static void remote_account(struct tmem_pool *p, uint64_t old, uint64_t now)
+{
+	int d = pampd_remote(p->t, now) - pampd_remote(p->t, old);
+
+	if (d)
+		POOL_REMOTE_ADD(p, (int64_t)d);
+}
 
 /* ---- hashing ------------------------------------------------------------- */
 
@@ -335,6 +361,7 @@ static int obj_remove_page(struct tmem_obj *o, uint32_t index)
 	nodes_account(t, delta);
 	if (!pampd)
 		return -ENOENT;
+	remote_account(p, pampd, 0);
 	t->ops->free(t->ctx, p->flags & TMEM_PERSISTENT, pampd, &h, false);
 	POOL_PAGES_ADD(p, -1);
 	return 0;
@@ -344,6 +371,7 @@ struct drain_ctx {
 	struct tmem_pool *pool;
 	struct tmem_obj *obj;
 	uint64_t n;
+	uint64_t remote;
 };
 
 static void drain_one(void *arg, uint32_t index, uint64_t pampd)
@@ -352,6 +380,7 @@ static void drain_one(void *arg, uint32_t index, uint64_t pampd)
 	struct tmem *t = d->pool->t;
 	struct tmem_handle h = { d->pool->id, d->obj->oid, index };
 
+	d->remote += pampd_remote(t, pampd);
 	t->ops->free(t->ctx, d->pool->flags & TMEM_PERSISTENT, pampd, &h, true);
 	d->n++;
 }
@@ -371,6 +400,8 @@ static uint64_t obj_destroy(struct tmem_bucket *b, struct tmem_obj *o, bool tell
 	freed = map_drain(&o->map, drain_one, &d);
 	nodes_account(t, -(int)freed);
 	POOL_PAGES_ADD(p, -(uint64_t)d.n);
+	if (d.remote)
+		POOL_REMOTE_ADD(p, -(uint64_t)d.remote);
 	if (tell && o->nodes && t->ops->flush_object) {
 		struct tmem_handle h = { p->id, o->oid, 0 };
 
@@ -515,6 +546,7 @@ int tmem_put(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_t i
 			goto refused;
 		}
 		o->nodes |= pampd_nodes(t, pampd);
+		remote_account(p, old, pampd);
 		if (old) {
 			struct tmem_handle h = { p->id, *oid, index };
 
@@ -636,7 +668,9 @@ int tmem_update(struct tmem *t, const struct tmem_handle *h,
 			map_set(&o->map, h->index, pampd, &old, &delta);
 			nodes_account(t, delta);
 			o->nodes |= pampd_nodes(t, pampd);
+			remote_account(p, old, pampd);
 		} else if (cur) {
+			remote_account(p, cur, 0);
 			map_delete(&o->map, h->index, &delta);
 			nodes_account(t, delta);
 			POOL_PAGES_ADD(p, -1);
@@ -763,7 +797,10 @@ int tmem_replace(struct tmem *t, struct tmem_ref ref, uint64_t expect, uint64_t 
 		ret = map_set(&o->map, ref.index, with, &old, &delta);
 		nodes_account(t, delta);
 		o->nodes |= pampd_nodes(t, with);
+		if (!ret)
+			remote_account(p, expect, with);
 	} else {
+		remote_account(p, expect, 0);
 		map_delete(&o->map, ref.index, &delta);
 		nodes_account(t, delta);
 		POOL_PAGES_ADD(p, -1);
@@ -788,6 +825,7 @@ int tmem_pool_info(struct tmem *t, uint32_t id, struct tmem_pool_info *info)
 	info->flags = p->flags;
 	info->objects = CNT_GET(p->objects);
 	info->pages = CNT_GET(p->pages);
+	info->remote = CNT_GET(p->remote);
 	pool_put(p);
 	return 0;
 }
@@ -818,6 +856,11 @@ int tmem_pool_set_owner(struct tmem *t, uint32_t id, unsigned owner, unsigned we
 uint64_t tmem_owner_pages(struct tmem *t, unsigned owner)
 {
 	return owner && owner < TMEM_OWNERS_MAX ? CNT_GET(t->owners[owner].pages) : 0;
+}
+
+uint64_t tmem_owner_remote(struct tmem *t, unsigned owner)
+{
+	return owner && owner < TMEM_OWNERS_MAX ? CNT_GET(t->owners[owner].remote) : 0;
 }
 
 /* Sums over the owners holding pages now. */

@@ -73,6 +73,12 @@ struct tmem_pamops {
 	void (*free)(void *ctx, bool pers, uint64_t pampd, const struct tmem_handle *h, bool bulk);
 	/* Optional: the set of nodes (bit n-1 for node n) a descriptor involves. */
 	uint64_t (*nodes)(void *ctx, uint64_t pampd);
+	/*
+	 * Optional: whether a descriptor is a page whose copy lives elsewhere
+	 * (a remote page); from its bits alone, no lock. Feeds the pools' and
+	 * owners' remote counts (tmem_pool_info, tmem_owner_remote).
+	 */
+	bool (*is_remote)(uint64_t pampd);
 	/* Optional: after the bulk frees of an object whose pages named nodes (non-zero). */
 	void (*flush_object)(void *ctx, bool pers, const struct tmem_handle *h, uint64_t nodes);
 	/* Optional: after the bulk frees of a destroyed pool whose pages named nodes (non-zero). */
@@ -157,6 +163,7 @@ struct tmem_pool_info {
 	unsigned flags;
 	uint64_t objects;
 	uint64_t pages;
+	uint64_t remote;  /* of those, pages whose copy is elsewhere (ops->is_remote) */
 };
 
 /* @return 0 with *info filled, or -ENOENT. */
@@ -207,6 +214,8 @@ int tmem_pool_set_owner(struct tmem *t, uint32_t pool, unsigned owner, unsigned 
 
 /* Pages (every kind, local and remote descriptors) in the owner's pools. */
 uint64_t tmem_owner_pages(struct tmem *t, unsigned owner);
+/* Of those, the remote ones (ops->is_remote). */
+uint64_t tmem_owner_remote(struct tmem *t, unsigned owner);
 
 /*
  * Whether the page behind ref belongs to an owner holding more than its

@@ -453,6 +453,7 @@ static const struct tmem_pamops zcache_pamops = {
 	.get_data = zcache_get_data,
 	.free = zcache_free_pampd,
 	.nodes = zcache_pampd_nodes,
+	.is_remote = zcache_pampd_is_remote,
 	.flush_object = zcache_flush_object,
 	.flush_pool = zcache_flush_pool,
 };

@@ -56,7 +56,7 @@ static void ctl_usage(FILE *f)
 		"                  redrawn in place on a terminal, key=value lines elsewhere\n"
 		"  reload          re-read the cluster file (as SIGHUP does; root or the\n"
 		"                  daemon's user): what was applied, what needs a restart\n"
-		"  clients         per uid: connections, pools, pages, bytes in and out,\n"
+		"  clients         per uid: connections, pools, pages here and on peers,\n"
 		"                  refusals, quota and weight (root: every uid; else your own)\n"
 		"  genkey          print a new cluster key (32 random bytes as 64 hex digits)\n"
 		"\n"
@@ -306,15 +306,17 @@ static int ctl_clients(ramster *r)
 
 	if (rc)
 		return ctl_failed("clients", rc);
-	printf("%10s %6s %6s %12s %14s %14s %9s %9s %6s\n", "UID", "CONNS", "POOLS", "PAGES",
-	       "BYTES_IN", "BYTES_OUT", "REFUSALS", "MAX_MB", "WEIGHT");
+	printf("%10s %6s %6s %12s %12s %14s %14s %9s %9s %6s\n", "UID", "CONNS", "POOLS", "LOCAL",
+	       "REMOTE", "BYTES_IN", "BYTES_OUT", "REFUSALS", "MAX_MB", "WEIGHT");
 	for (i = 0; i < n; i++) {
 		if (p[i].max_mb)
 			snprintf(quota, sizeof(quota), "%llu", (unsigned long long)p[i].max_mb);
 		else
 			strcpy(quota, "-");
-		printf("%10u %6u %6u %12llu %14llu %14llu %9llu %9s %6u\n", p[i].uid,
-		       p[i].connections, p[i].pools, (unsigned long long)p[i].pages,
+		printf("%10u %6u %6u %12llu %12llu %14llu %14llu %9llu %9s %6u\n", p[i].uid,
+		       p[i].connections, p[i].pools,
+		       (unsigned long long)(p[i].pages - p[i].pages_remote),
+		       (unsigned long long)p[i].pages_remote,
 		       (unsigned long long)p[i].bytes_in, (unsigned long long)p[i].bytes_out,
 		       (unsigned long long)p[i].refusals, quota, p[i].weight);
 	}

@@ -866,6 +866,89 @@ static int put_ephemeral(void *arg, ramster *r)
  * all of it (B's pages are the older); with weights 1:4, B keeps most (its
  * share is 80%; measured ~74%, and ~43% with equal weights).
  */
+/*
+ * ramsterctl clients splits a uid's pages into those kept here and those on
+ * peers: A puts 1200 text pages into node one (a 1 MiB zbud tier), remotify
+ * moves most to node two; one's row for A then says local + remote = pages,
+ * remote > 0, and remote matches what two holds for one.
+ */
+static int put_pages_16(void *arg, ramster *r)
+{
+	return put_pages(arg, r) / 4; /* more than 508 pages: a sixteenth */
+}
+
+static void test_clients_remote_split(void **state)
+{
+	struct fix *f;
+	struct harness two;
+	struct child a;
+	struct ramster_client_info *c;
+	char conf[1024];
+	int port = 21000 + (int)(getpid() % 20000), twelve_hundred = 1200, stored, tries;
+	const char *args[8] = {"--config", NULL, "--node", "two", NULL};
+	uint64_t local = 0, remote = 0, pages = 0, lent = 0;
+	size_t n, i;
+	ramster *r2;
+
+	if (!have_users)
+		skip();
+	snprintf(conf, sizeof(conf),
+		 "[cluster]\nname = t14r\nsecret_file = @DIR@/key\n"
+		 "heartbeat_ms = 100\ndead_after_ms = 3000\n"
+		 "[node one]\nid = 1\naddress = 127.0.0.1:%d\nlocal_mb = 1\nallocator = zbud\n"
+		 "[node two]\nid = 2\naddress = 127.0.0.1:%d\nlocal_mb = 8\ndonate_mb = 16\n",
+		 port, port + 1);
+	f = start(conf, "one");
+	args[1] = f->conf;
+	assert_int_equal(harness_start(&two, args), 0);
+	r2 = harness_connect(&two);
+	assert_non_null(r2);
+	for (tries = 0; tries < 500; tries++) { /* the link up: one's peer two */
+		struct ramster_peer_info *p = NULL;
+		size_t k, up = 0;
+
+		if (ramster_peers(f->root, &p, &n) == 0) {
+			for (k = 0; k < n; k++)
+				up += !strcmp(p[k].state, "up");
+			free(p);
+		}
+		if (up)
+			break;
+		usleep(20 * 1000);
+	}
+	child_start(&a, f, &who[WHO_A], put_pages_16, &twelve_hundred);
+	stored = child_result(&a) * 16;
+	if (stored < 1000)
+		harness_stats_dump(f->root);
+	fprintf(stderr, "  A stored %d of 1200 pages (and up to 15 more)\n", stored);
+	assert_true(stored >= 1000);
+	/* remotify runs behind the puts: wait until it has settled */
+	for (tries = 0; tries < 100; tries++) {
+		assert_int_equal(ramster_clients(f->root, &c, &n), 0);
+		for (i = 0; i < n; i++)
+			if (c[i].uid == who[WHO_A].uid) {
+				pages = c[i].pages;
+				remote = c[i].pages_remote;
+				local = pages - remote;
+			}
+		free(c);
+		assert_int_equal(harness_stat(r2, "foreign_pages", &lent), 0);
+		if (remote && remote == lent)
+			break;
+		usleep(100 * 1000);
+	}
+	fprintf(stderr, "  uid %u: %llu pages: %llu here, %llu on two (two holds %llu)\n",
+		who[WHO_A].uid, (unsigned long long)pages, (unsigned long long)local,
+		(unsigned long long)remote, (unsigned long long)lent);
+	assert_true(pages >= (uint64_t)stored && pages <= 1200);
+	assert_true(remote > 0 && local > 0);
+	assert_int_equal(remote, lent);
+	child_end(&a);
+	ramster_close(r2);
+	assert_int_equal(harness_stop(&two), 0);
+	stop(f);
+}
+
 static void test_weights(void **state)
 {
 	struct fix *f;
@@ -1047,6 +1130,7 @@ int main(void)
 	    cmocka_unit_test(test_held_request_bounded),
 	    cmocka_unit_test(test_connection_limits),
 	    cmocka_unit_test(test_quotas),
+	    cmocka_unit_test(test_clients_remote_split),
 	    cmocka_unit_test(test_weights),
 	    cmocka_unit_test(test_nbd_limits),
 	    cmocka_unit_test(test_peer_link_limits),

@@ -470,7 +470,9 @@ static void test_remote_round_trip(void **state)
 	bool home;
 	struct tmem_oid o = { { 5, 0, 0 } };
 	int p = tmem_pool_new(t, TMEM_PERSISTENT);
+	struct tmem_pool_info pi;
 
+	assert_int_equal(tmem_pool_set_owner(t, p, 7, 1), 0);
 	memset(&coll, 0, sizeof(coll));
 	coll.alive = 1;
 	zcache_set_remote(z, &c_ops, NULL);
@@ -483,6 +485,11 @@ static void test_remote_round_trip(void **state)
 	zcache_get_stats(z, &s);
 	assert_int_equal(s.frames, 0);
 	assert_int_equal(s.remote_pages, 2);
+	/* the pool's own count of remote pages, and its owner's */
+	assert_int_equal(tmem_pool_info(t, p, &pi), 0);
+	assert_int_equal(pi.pages, 2);
+	assert_int_equal(pi.remote, 2);
+	assert_int_equal(tmem_owner_remote(t, 7), 2);
 	/* a get now goes remote */
 	assert_int_equal(tmem_get_ex(t, p, &o, idx[0], got, &pampd), -EREMOTE);
 	{
@@ -509,7 +516,9 @@ static void test_remote_round_trip(void **state)
 		assert_memory_equal(page, got, PAGE);
 		assert_true(home);
 	}
-	/* now local again */
+	/* now local again: one remote page left */
+	assert_int_equal(tmem_pool_info(t, p, &pi), 0);
+	assert_int_equal(pi.remote, 1);
 	assert_int_equal(tmem_get_ex(t, p, &o, idx[0], got, &pampd), 0);
 	assert_memory_equal(page, got, PAGE);
 	/* flushing the remote one tells node 4 */
@@ -518,6 +527,9 @@ static void test_remote_round_trip(void **state)
 	assert_int_equal(coll.last_node, 4);
 	zcache_get_stats(z, &s);
 	assert_int_equal(s.remote_pages, 0);
+	assert_int_equal(tmem_pool_info(t, p, &pi), 0);
+	assert_int_equal(pi.remote, 0);
+	assert_int_equal(tmem_owner_remote(t, 7), 0);
 	zcache_destroy(z);
 }
 
