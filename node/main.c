@@ -391,6 +391,7 @@ int main(int argc, char **argv)
 			log_error("cannot set up reloading: %s", strerror(ENOMEM));
 			goto stop_metrics;
 		}
+		reload_set_users(n.reload, n.users, zcache_tmem(n.zcache));
 		n.env.reload = n.reload;
 	}
 	ev_signal_init(&n.sigterm, main_stop_cb, SIGTERM);

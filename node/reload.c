@@ -20,6 +20,8 @@
 #include "node/log.h"
 #include "node/reload.h"
 #include "node/remote.h"
+#include "node/users.h"
+#include "tmem/tmem.h"
 
 struct reload {
 	char path[CONFIG_PATH_MAX + 1];
@@ -27,6 +29,8 @@ struct reload {
 	struct config *cur;
 	bool level_from_flag;
 	struct remote *remote;
+	struct users *users; /* reload_set_users: rules and client limits apply */
+	struct tmem *tmem;
 	uint64_t reloads; /* reloads that loaded the file */
 	uint64_t failed;  /* reloads refused: the file did not load */
 	uint64_t refused; /* `ramsterctl reload` from an unprivileged client */
@@ -48,6 +52,14 @@ struct reload *reload_create(const char *path, const char *name, struct config *
 	rl->level_from_flag = level_from_flag;
 	rl->remote = remote;
 	return rl;
+}
+
+void reload_set_users(struct reload *rl, struct users *users, struct tmem *t)
+{
+	if (!rl)
+		return;
+	rl->users = users;
+	rl->tmem = t;
 }
 
 void reload_destroy(struct reload *rl)
@@ -229,6 +241,58 @@ static void reload_nodes(struct reload *rl, struct config *cur, const struct con
 	}
 }
 
+static void reload_weight(void *arg, const struct users_user *uu)
+{
+	struct reload *rl = arg;
+
+	if (rl->tmem && uu->tier_owner < TMEM_OWNERS_MAX)
+		(void)tmem_owner_set_weight(rl->tmem, uu->tier_owner, uu->weight);
+}
+
+/*
+ * [limits] and the per-uid rules: the client keys and the rules apply (the
+ * records take their rule again), the NBD and peer keys need a restart.
+ */
+static void reload_users(struct reload *rl, struct config *cur, const struct config *nw,
+			 struct reload_result *res)
+{
+	const struct config_limits *a = &cur->limits, *b = &nw->limits;
+	bool clients = a->max_clients != b->max_clients ||
+		       a->max_clients_per_uid != b->max_clients_per_uid ||
+		       a->max_pools_per_uid != b->max_pools_per_uid ||
+		       a->default_weight != b->default_weight;
+	bool rules = cur->n_users != nw->n_users ||
+		     memcmp(cur->users, nw->users, cur->n_users * sizeof(cur->users[0]));
+	bool others = a->nbd_max_connections != b->nbd_max_connections ||
+		      a->nbd_handshake_timeout_ms != b->nbd_handshake_timeout_ms ||
+		      a->nbd_idle_timeout_ms != b->nbd_idle_timeout_ms ||
+		      a->peer_unauth_max != b->peer_unauth_max ||
+		      a->peer_unauth_per_addr != b->peer_unauth_per_addr ||
+		      a->peer_handshake_timeout_ms != b->peer_handshake_timeout_ms;
+
+	if (others)
+		reload_note(res->restart, RELOAD_TEXT_MAX, "[limits] nbd_*/peer_* keys");
+	if (!clients && !rules)
+		return;
+	if (!rl->users) {
+		reload_note(res->restart, RELOAD_TEXT_MAX, "%s",
+			    rules ? "[uid]/[user]/[group] rules" : "[limits] client keys");
+		return;
+	}
+	users_set_rules(rl->users, nw, reload_weight, rl);
+	cur->limits.max_clients = b->max_clients;
+	cur->limits.max_clients_per_uid = b->max_clients_per_uid;
+	cur->limits.max_pools_per_uid = b->max_pools_per_uid;
+	cur->limits.default_weight = b->default_weight;
+	cur->n_users = nw->n_users;
+	memcpy(cur->users, nw->users, nw->n_users * sizeof(nw->users[0]));
+	if (clients)
+		reload_note(res->applied, RELOAD_TEXT_MAX, "[limits] client keys");
+	if (rules)
+		reload_note(res->applied, RELOAD_TEXT_MAX, "[uid]/[user]/[group] rules (%zu)",
+			    nw->n_users);
+}
+
 /* [export NAME]: any change needs a restart (a pool and its pages per export). */
 static void reload_exports(const struct config *cur, const struct config *nw,
 			   struct reload_result *res)
@@ -242,12 +306,6 @@ static void reload_exports(const struct config *cur, const struct config *nw,
 		       !strcmp(cur->exports[i].backing, nw->exports[i].backing);
 	if (!same)
 		reload_note(res->restart, RELOAD_TEXT_MAX, "[export] sections");
-	/* issue 14: the per-uid records copy their rule at first connect */
-	if (memcmp(&cur->limits, &nw->limits, sizeof(cur->limits)))
-		reload_note(res->restart, RELOAD_TEXT_MAX, "[limits]");
-	if (cur->n_users != nw->n_users ||
-	    memcmp(cur->users, nw->users, cur->n_users * sizeof(cur->users[0])))
-		reload_note(res->restart, RELOAD_TEXT_MAX, "[uid]/[user]/[group] rules");
 }
 
 int reload_run(struct reload *rl, struct reload_result *res)
@@ -292,6 +350,7 @@ int reload_run(struct reload *rl, struct reload_result *res)
 		remote_set_tunables(rl->remote, rl->cur, cself);
 	reload_nodes(rl, rl->cur, nw, res);
 	reload_exports(rl->cur, nw, res);
+	reload_users(rl, rl->cur, nw, res);
 	free(nw);
 	if (res->restart[0])
 		rl->pending++;

@@ -40,6 +40,17 @@ struct reload_result {
  * command line set the log level, which then wins over the file's.
  * @return the object, or NULL (ENOMEM).
  */
+struct reload;
+struct users;
+struct tmem;
+
+/*
+ * The per-uid records and the tier whose owners' weights follow a reload of
+ * the [limits] client keys and the [uid]/[user]/[group] rules (both outlive
+ * rl). Without it those changes need a restart.
+ */
+void reload_set_users(struct reload *rl, struct users *users, struct tmem *t);
+
 struct reload *reload_create(const char *path, const char *name, struct config *cur,
 			     bool level_from_flag, struct remote *remote);
 void reload_destroy(struct reload *rl); /* NULL ok */

@@ -113,10 +113,34 @@ static const struct config_user *users_rule(const struct users *u, const struct 
 	return NULL;
 }
 
+/* uu's limits from the defaults and the rule that matches it (its first connection's groups). */
+static void users_apply_rule(const struct users *u, struct users_user *uu)
+{
+	struct users_cred cred = {.uid = uu->uid, .gid = uu->gid, .n_groups = uu->n_groups};
+	const struct config_user *rule;
+
+	memcpy(cred.groups, uu->groups, uu->n_groups * sizeof(uu->groups[0]));
+	uu->rule_line = 0;
+	uu->max_pages = 0;
+	uu->weight = u->limits.default_weight;
+	uu->max_connections = u->limits.max_clients_per_uid;
+	uu->max_pools = u->limits.max_pools_per_uid;
+	rule = users_rule(u, &cred);
+	if (!rule)
+		return;
+	uu->rule_line = rule->line;
+	uu->max_pages = rule->max_mb * (1024 * 1024 / 4096);
+	if (rule->weight)
+		uu->weight = rule->weight;
+	if (rule->max_connections)
+		uu->max_connections = rule->max_connections;
+	if (rule->max_pools)
+		uu->max_pools = rule->max_pools;
+}
+
 static struct users_user *users_find(struct users *u, const struct users_cred *cred)
 {
 	unsigned h = (unsigned)cred->uid % USERS_BUCKETS;
-	const struct config_user *rule;
 	struct users_user *uu;
 
 	for (uu = u->buckets[h]; uu; uu = uu->next)
@@ -127,20 +151,10 @@ static struct users_user *users_find(struct users *u, const struct users_cred *c
 		return NULL;
 	uu->uid = cred->uid;
 	uu->privileged = cred->privileged;
-	uu->weight = u->limits.default_weight;
-	uu->max_connections = u->limits.max_clients_per_uid;
-	uu->max_pools = u->limits.max_pools_per_uid;
-	rule = users_rule(u, cred);
-	if (rule) {
-		uu->rule_line = rule->line;
-		uu->max_pages = rule->max_mb * (1024 * 1024 / 4096);
-		if (rule->weight)
-			uu->weight = rule->weight;
-		if (rule->max_connections)
-			uu->max_connections = rule->max_connections;
-		if (rule->max_pools)
-			uu->max_pools = rule->max_pools;
-	}
+	uu->gid = cred->gid;
+	uu->n_groups = cred->n_groups;
+	memcpy(uu->groups, cred->groups, cred->n_groups * sizeof(cred->groups[0]));
+	users_apply_rule(u, uu);
 	uu->tier_owner = ++u->next_owner;
 	uu->next = u->buckets[h];
 	u->buckets[h] = uu;
@@ -206,6 +220,28 @@ void users_foreach(const struct users *u, void (*fn)(void *arg, const struct use
 	for (i = 0; i < USERS_BUCKETS; i++)
 		for (uu = u->buckets[i]; uu; uu = uu->next)
 			fn(arg, uu);
+}
+
+void users_set_rules(struct users *u, const struct config *cfg,
+		     void (*changed)(void *arg, const struct users_user *uu), void *arg)
+{
+	struct users_user *uu;
+	uint32_t weight;
+	unsigned i;
+
+	u->limits.max_clients = cfg->limits.max_clients;
+	u->limits.max_clients_per_uid = cfg->limits.max_clients_per_uid;
+	u->limits.max_pools_per_uid = cfg->limits.max_pools_per_uid;
+	u->limits.default_weight = cfg->limits.default_weight;
+	u->n_rules = cfg->n_users;
+	memcpy(u->rules, cfg->users, cfg->n_users * sizeof(cfg->users[0]));
+	for (i = 0; i < USERS_BUCKETS; i++)
+		for (uu = u->buckets[i]; uu; uu = uu->next) {
+			weight = uu->weight;
+			users_apply_rule(u, uu);
+			if (uu->weight != weight && changed)
+				changed(arg, uu);
+		}
 }
 
 const struct config_limits *users_limits(const struct users *u)

@@ -58,6 +58,9 @@ struct users_user {
 	uint64_t refused_quota;   /* pages refused over max_mb (-EDQUOT) */
 	uint64_t refused_pools;   /* pools refused over max_pools (-EDQUOT) */
 	uint32_t tier_owner;      /* the tier's owner id of its pools (1..) */
+	gid_t gid;                /* its first connection's groups: what group rules match */
+	unsigned n_groups;
+	gid_t groups[USERS_GROUPS_MAX];
 	struct pools_entry *owned; /* the pools it owns (node/pools.c's list) */
 };
 
@@ -91,6 +94,18 @@ void users_pool_drop(struct users *u, struct users_user *uu);
 /* Call fn for every uid record (connections or pools), in uid order is not promised. */
 void users_foreach(const struct users *u, void (*fn)(void *arg, const struct users_user *uu),
 		   void *arg);
+
+/*
+ * A reload: cfg's client limits (max_clients, max_clients_per_uid,
+ * max_pools_per_uid, default_weight) and [uid]/[user]/[group] rules replace
+ * the running ones, and every uid's record takes its rule again (quota,
+ * weight, connection and pool limits; what it holds now stays, over a new
+ * quota it is refused further pages). changed(arg, uu) is called for each
+ * record whose weight changed. The NBD and peer limits of [limits] are not
+ * copied (their modules read them at start).
+ */
+void users_set_rules(struct users *u, const struct config *cfg,
+		     void (*changed)(void *arg, const struct users_user *uu), void *arg);
 
 /* The limits the node runs with. */
 const struct config_limits *users_limits(const struct users *u);

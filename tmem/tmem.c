@@ -853,6 +853,14 @@ int tmem_pool_set_owner(struct tmem *t, uint32_t id, unsigned owner, unsigned we
 	return 0;
 }
 
+int tmem_owner_set_weight(struct tmem *t, unsigned owner, unsigned weight)
+{
+	if (!owner || owner >= TMEM_OWNERS_MAX || !weight)
+		return -EINVAL;
+	atomic_store(&t->owners[owner].weight, weight);
+	return 0;
+}
+
 uint64_t tmem_owner_pages(struct tmem *t, unsigned owner)
 {
 	return owner && owner < TMEM_OWNERS_MAX ? CNT_GET(t->owners[owner].pages) : 0;

@@ -212,6 +212,9 @@ uint64_t tmem_meta_estimate(struct tmem *t);
 #define TMEM_OWNERS_MAX 1024
 int tmem_pool_set_owner(struct tmem *t, uint32_t pool, unsigned owner, unsigned weight);
 
+/* A new weight for the owner (a reload): @return 0 or -EINVAL. */
+int tmem_owner_set_weight(struct tmem *t, unsigned owner, unsigned weight);
+
 /* Pages (every kind, local and remote descriptors) in the owner's pools. */
 uint64_t tmem_owner_pages(struct tmem *t, unsigned owner);
 /* Of those, the remote ones (ops->is_remote). */

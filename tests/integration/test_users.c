@@ -777,6 +777,11 @@ static int put_pages(void *arg, ramster *r)
 	return stored / 4; /* the result byte is small: a quarter */
 }
 
+static int put_pages_16(void *arg, ramster *r)
+{
+	return put_pages(arg, r) / 4; /* more than 508 pages: a sixteenth */
+}
+
 static int a_lists_clients(void *arg, ramster *r)
 {
 	struct ramster_client_info *c;
@@ -827,8 +832,35 @@ static void test_quotas(void **state)
 	free(c);
 	assert_int_equal(seen, 2);
 	child_end(&b); /* b holds a copy of a's pipe: b first */
-	child_end(&a);
+	child_end(&a); /* its private pool goes with its connection */
 	status_check(f, "after the quotas");
+
+	/* a reload applies a new quota (max_mb = 2: 512 pages) to the running uid */
+	{
+		struct ramster_kv *kv;
+		size_t k;
+		int six_hundred = 600;
+		FILE *cf = fopen(f->conf, "w");
+
+		assert_non_null(cf);
+		fputs("[node solo]\nlocal_mb = 16\n"
+		      "[limits]\nmax_clients = 6\nmax_clients_per_uid = 4\n"
+		      "[user ramt14a]\nmax_pools = 8\nmax_mb = 2\n", cf);
+		assert_int_equal(fclose(cf), 0);
+		assert_int_equal(ramster_reload(f->root, &kv, &n), 0);
+		for (k = 0; k < n; k++)
+			fprintf(stderr, "  reload: %s: %s\n", kv[k].key, kv[k].value);
+		ramster_kv_free(kv, n);
+		child_start(&a, f, &who[WHO_A], put_pages_16, &six_hundred);
+		assert_int_equal(child_result(&a), 512 / 16);
+		assert_int_equal(stat_of(f, "node_quota_refused"), 2 + 300 - 256 + 600 - 512);
+		assert_int_equal(ramster_clients(f->root, &c, &n), 0);
+		for (i = 0; i < n; i++)
+			if (c[i].uid == who[WHO_A].uid)
+				assert_int_equal(c[i].max_mb, 2);
+		free(c);
+		child_end(&a);
+	}
 	stop(f);
 }
 
@@ -872,11 +904,6 @@ static int put_ephemeral(void *arg, ramster *r)
  * moves most to node two; one's row for A then says local + remote = pages,
  * remote > 0, and remote matches what two holds for one.
  */
-static int put_pages_16(void *arg, ramster *r)
-{
-	return put_pages(arg, r) / 4; /* more than 508 pages: a sixteenth */
-}
-
 static void test_clients_remote_split(void **state)
 {
 	struct fix *f;
