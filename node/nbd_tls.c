@@ -47,7 +47,8 @@ static int nbd_tls_key_mode(int fd, const char *key, const char *path, char *err
 		return -EINVAL;
 	}
 	if (st.st_mode & (S_IRGRP | S_IROTH)) {
-		snprintf(err, errlen, "%s %s is readable by group or others (chmod 600)", key, path);
+		snprintf(err, errlen, "%s %s is readable by group or others (chmod 600)", key,
+			 path);
 		return -EACCES;
 	}
 	return 0;
@@ -97,7 +98,8 @@ static int nbd_tls_psk_check(const char *path, char *err, size_t errlen)
 			continue;
 		if (r < 0) {
 			rc = -errno;
-			snprintf(err, errlen, "cannot read nbd_tls_psk %s: %s", path, strerror(errno));
+			snprintf(err, errlen, "cannot read nbd_tls_psk %s: %s", path,
+				 strerror(errno));
 			goto wipe;
 		}
 		if (r == 0)
@@ -106,7 +108,8 @@ static int nbd_tls_psk_check(const char *path, char *err, size_t errlen)
 	}
 	if (n > NBD_TLS_PSK_MAX) {
 		rc = -EFBIG;
-		snprintf(err, errlen, "nbd_tls_psk %s: larger than %u bytes", path, NBD_TLS_PSK_MAX);
+		snprintf(err, errlen, "nbd_tls_psk %s: larger than %u bytes", path,
+			 NBD_TLS_PSK_MAX);
 		goto wipe;
 	}
 	buf[n] = '\0';
@@ -131,7 +134,8 @@ static int nbd_tls_psk_check(const char *path, char *err, size_t errlen)
 	}
 	if (!keys) {
 		rc = -EINVAL;
-		snprintf(err, errlen, "nbd_tls_psk %s: no key in it (psktool -u NAME -p FILE)", path);
+		snprintf(err, errlen, "nbd_tls_psk %s: no key in it (psktool -u NAME -p FILE)",
+			 path);
 	}
 wipe:
 	explicit_bzero(buf, n);
@@ -283,11 +287,13 @@ void nbd_tls_starting(struct nbd_conn *c)
 
 void nbd_tls_refused(struct nbd_conn *c, uint32_t opt)
 {
-	static const char *const names[] = {
-	    [NBD_OPT_EXPORT_NAME] = "EXPORT_NAME", [NBD_OPT_LIST] = "LIST", [NBD_OPT_INFO] = "INFO",
-	    [NBD_OPT_GO] = "GO", [NBD_OPT_STRUCTURED_REPLY] = "STRUCTURED_REPLY",
-	    [NBD_OPT_LIST_META_CONTEXT] = "LIST_META_CONTEXT",
-	    [NBD_OPT_SET_META_CONTEXT] = "SET_META_CONTEXT"};
+	static const char *const names[] = {[NBD_OPT_EXPORT_NAME] = "EXPORT_NAME",
+					    [NBD_OPT_LIST] = "LIST",
+					    [NBD_OPT_INFO] = "INFO",
+					    [NBD_OPT_GO] = "GO",
+					    [NBD_OPT_STRUCTURED_REPLY] = "STRUCTURED_REPLY",
+					    [NBD_OPT_LIST_META_CONTEXT] = "LIST_META_CONTEXT",
+					    [NBD_OPT_SET_META_CONTEXT] = "SET_META_CONTEXT"};
 	const char *name = opt < sizeof(names) / sizeof(names[0]) && names[opt] ? names[opt] : "?";
 
 	if (c->tls.refused)
@@ -426,7 +432,8 @@ int nbd_tls_push(struct nbd_conn *c)
 		if (c->tls.send_again)
 			k = gnutls_record_send(c->tls.s, NULL, 0); /* the same record as before */
 		else
-			k = gnutls_record_send(c->tls.s, c->out + c->out_off, c->out_len - c->out_off);
+			k = gnutls_record_send(c->tls.s, c->out + c->out_off,
+					       c->out_len - c->out_off);
 		if (k == GNUTLS_E_AGAIN || k == GNUTLS_E_INTERRUPTED) {
 			c->tls.send_again = true;
 			if (k == GNUTLS_E_AGAIN)

@@ -27,31 +27,31 @@ struct nbd_conn;
 
 /* The server's side: what a session is made from, and the counters. */
 struct nbd_tls {
-	unsigned mode;                          /* enum config_nbd_tls of this node */
-	gnutls_psk_server_credentials_t psk;    /* nbd_tls_psk (or NULL) */
-	gnutls_certificate_credentials_t x509;  /* nbd_tls_certificates (or NULL) */
-	gnutls_priority_t prio;                 /* NULL: TLS not offered */
-	bool verify_clients;                    /* ca-cert.pem: a client certificate sent must chain to it */
-	uint64_t handshakes;                    /* TLS handshakes completed */
-	uint64_t failures;                      /* TLS handshakes failed or abandoned */
-	uint64_t required_refused;              /* plaintext connections refused (require) */
+	unsigned mode;			       /* enum config_nbd_tls of this node */
+	gnutls_psk_server_credentials_t psk;   /* nbd_tls_psk (or NULL) */
+	gnutls_certificate_credentials_t x509; /* nbd_tls_certificates (or NULL) */
+	gnutls_priority_t prio;		       /* NULL: TLS not offered */
+	bool verify_clients;	   /* ca-cert.pem: a client certificate sent must chain to it */
+	uint64_t handshakes;	   /* TLS handshakes completed */
+	uint64_t failures;	   /* TLS handshakes failed or abandoned */
+	uint64_t required_refused; /* plaintext connections refused (require) */
 };
 
 enum nbd_tls_phase {
 	NBD_TLS_PLAIN = 0, /* no TLS (yet) */
 	NBD_TLS_STARTING,  /* STARTTLS answered: the ACK goes out in plaintext, nothing is read */
 	NBD_TLS_SHAKING,   /* the TLS handshake runs */
-	NBD_TLS_UP,        /* records carry everything */
-	NBD_TLS_DOWN,      /* failed (counted and logged): being closed */
+	NBD_TLS_UP,	   /* records carry everything */
+	NBD_TLS_DOWN,	   /* failed (counted and logged): being closed */
 };
 
 /* A connection's side, in struct nbd_conn. */
 struct nbd_conn_tls {
-	gnutls_session_t s;       /* NULL: plaintext */
-	unsigned char phase;      /* enum nbd_tls_phase */
-	bool send_again;          /* a record send returned E_AGAIN: retry it with (NULL, 0) */
-	bool read_wants_write;    /* a record receive waits for the socket to be writable */
-	bool refused;             /* counted once in required_refused */
+	gnutls_session_t s;    /* NULL: plaintext */
+	unsigned char phase;   /* enum nbd_tls_phase */
+	bool send_again;       /* a record send returned E_AGAIN: retry it with (NULL, 0) */
+	bool read_wants_write; /* a record receive waits for the socket to be writable */
+	bool refused;	       /* counted once in required_refused */
 };
 
 /*
