@@ -25,18 +25,20 @@ FINAL_LDFLAGS  = -pthread $(SAN) $(LDFLAGS)
 # pkg-config runs on first use, once a variable (after `make deps` installed
 # the packages).
 pc = $(eval $(1) := $(shell pkg-config $(2) 2>/dev/null))$($(1))
-PKG_CFLAGS    = $(call pc,PKG_CFLAGS,--cflags libprotobuf-c libsodium inih)
+PKG_CFLAGS    = $(call pc,PKG_CFLAGS,--cflags libprotobuf-c libsodium inih gnutls)
 PROTOBUF_LIBS = $(call pc,PROTOBUF_LIBS,--libs libprotobuf-c)
 SODIUM_LIBS   = $(call pc,SODIUM_LIBS,--libs libsodium)
 INIH_LIBS     = $(call pc,INIH_LIBS,--libs inih)
+GNUTLS_LIBS   = $(call pc,GNUTLS_LIBS,--libs gnutls)
 # Each binary links what its objects use, no more (test_build.sh checks
 # ramsterctl's): proto/ and lib/ need protobuf-c; tmem/ liblzo2; node/ and
-# transport/ libev, libsodium, libinih, libmicrohttpd, libsystemd and (RDMA=1) the RDMA
-# libraries; the tools that print JSON jansson.
+# transport/ libev, libsodium, libinih, libmicrohttpd, libsystemd, GnuTLS (NBD over TLS)
+# and (RDMA=1) the RDMA libraries; the tools that print JSON jansson.
 WIRE_LIBS = $(PROTOBUF_LIBS)
 TIER_LIBS = -llzo2 -llz4
-# node/ also serves /metrics (libmicrohttpd) and talks to systemd (libsystemd)
-NODE_LIBS = -lev $(SODIUM_LIBS) $(INIH_LIBS) $(RDMA_LIBS) -lmicrohttpd $(SYSTEMD_LIBS)
+# node/ also serves /metrics (libmicrohttpd), talks to systemd (libsystemd) and
+# serves NBD over TLS (GnuTLS: node/nbd_tls.c)
+NODE_LIBS = -lev $(SODIUM_LIBS) $(INIH_LIBS) $(GNUTLS_LIBS) $(RDMA_LIBS) -lmicrohttpd $(SYSTEMD_LIBS)
 # the tools' JSON (jansson)
 JSON_LIBS = -ljansson
 TEST_LIBS = -lcmocka

@@ -456,6 +456,33 @@ static int node_nbd_listen(struct config_parse *p, const char *key, const char *
 	return config_string(p, key, v, p->node->nbd_listen, CONFIG_NAME_MAX, CONFIG_NAME_MAX);
 }
 
+static int node_nbd_tls(struct config_parse *p, const char *key, const char *v)
+{
+	static const char *const names[] = {[NBD_TLS_OFF] = "off", [NBD_TLS_ON] = "on",
+					    [NBD_TLS_REQUIRE] = "require"};
+	unsigned i;
+
+	for (i = NBD_TLS_OFF; i <= NBD_TLS_REQUIRE; i++) {
+		if (!strcmp(v, names[i])) {
+			p->node->nbd_tls = i;
+			p->node->nbd_tls_line = p->lineno;
+			return 0;
+		}
+	}
+	return config_fail(p, "%s: '%s' is not off, on or require", key, v);
+}
+
+static int node_nbd_tls_psk(struct config_parse *p, const char *key, const char *v)
+{
+	return config_string(p, key, v, p->node->nbd_tls_psk, CONFIG_PATH_MAX, CONFIG_PATH_MAX);
+}
+
+static int node_nbd_tls_certificates(struct config_parse *p, const char *key, const char *v)
+{
+	return config_string(p, key, v, p->node->nbd_tls_certificates, CONFIG_PATH_MAX,
+			     CONFIG_PATH_MAX);
+}
+
 static int node_allocator(struct config_parse *p, const char *key, const char *v)
 {
 	enum zalloc_kind k;
@@ -597,6 +624,9 @@ static const struct config_key node_keys[] = {
     {"donate_mb", node_donate_mb},
     {"nbd_socket", node_nbd_socket},
     {"nbd_listen", node_nbd_listen},
+    {"nbd_tls", node_nbd_tls},
+    {"nbd_tls_psk", node_nbd_tls_psk},
+    {"nbd_tls_certificates", node_nbd_tls_certificates},
     {"busy_poll_us", node_busy_poll},
     {"allocator", node_allocator},
     {"compressor", node_compressor},
@@ -907,21 +937,50 @@ static int config_handler(void *user, const char *section, const char *key, cons
 
 /* ---- whole-file checks ---------------------------------------------------------- */
 
-/* A relative secret_file is relative to the config file's directory. */
-static void config_resolve_secret(struct config_parse *p)
+/* A relative file (secret_file, nbd_tls_*) is relative to the config file's directory. */
+static void config_resolve_path(struct config_parse *p, int line, const char *key,
+				char file[CONFIG_PATH_MAX])
 {
 	struct config *c = p->c;
 	const char *slash = strrchr(c->path, '/');
 	char path[CONFIG_PATH_MAX];
 
-	if (!c->secret_file[0] || c->secret_file[0] == '/' || !slash)
+	if (!file[0] || file[0] == '/' || !slash)
 		return;
 	if ((size_t)snprintf(path, sizeof(path), "%.*s/%s", (int)(slash - c->path), c->path,
-			     c->secret_file) >= sizeof(path)) {
-		config_fail_at(p, p->secret_line, "secret_file: path too long");
+			     file) >= sizeof(path)) {
+		config_fail_at(p, line, "%s: path too long", key);
 		return;
 	}
-	strcpy(c->secret_file, path);
+	strcpy(file, path);
+}
+
+/*
+ * A node's NBD TLS keys: on|require needs exactly one kind of credentials
+ * (as nbdkit: --tls-psk or --tls-certificates); keys without nbd_tls are a
+ * forgotten nbd_tls line. The files themselves are read by nbd_create.
+ */
+static void config_check_nbd_tls(struct config_parse *p, struct config_node *n)
+{
+	bool psk = n->nbd_tls_psk[0], x509 = n->nbd_tls_certificates[0];
+	int line = n->nbd_tls_line ? n->nbd_tls_line : n->line;
+
+	if ((n->nbd_tls == NBD_TLS_ON || n->nbd_tls == NBD_TLS_REQUIRE) && !psk && !x509)
+		config_fail_at(p, line,
+			       "node '%s': nbd_tls = %s needs nbd_tls_psk = FILE (psktool) or "
+			       "nbd_tls_certificates = DIR (certtool)",
+			       n->name, n->nbd_tls == NBD_TLS_ON ? "on" : "require");
+	else if (psk && x509)
+		config_fail_at(p, line,
+			       "node '%s': set one of nbd_tls_psk and nbd_tls_certificates, not both",
+			       n->name);
+	else if ((psk || x509) && n->nbd_tls == NBD_TLS_UNSET)
+		config_fail_at(p, n->line,
+			       "node '%s': %s is set but nbd_tls is not (write nbd_tls = on, "
+			       "require or off)",
+			       n->name, psk ? "nbd_tls_psk" : "nbd_tls_certificates");
+	config_resolve_path(p, line, "nbd_tls_psk", n->nbd_tls_psk);
+	config_resolve_path(p, line, "nbd_tls_certificates", n->nbd_tls_certificates);
 }
 
 /*
@@ -1006,7 +1065,9 @@ static void config_check(struct config_parse *p)
 			       "replicas = %u needs at least %u nodes (the owner and %u peers); "
 			       "the file has %zu",
 			       c->replicas, c->replicas + 1, c->replicas, c->n_nodes);
-	config_resolve_secret(p);
+	for (i = 0; i < c->n_nodes; i++)
+		config_check_nbd_tls(p, &c->nodes[i]);
+	config_resolve_path(p, p->secret_line, "secret_file", c->secret_file);
 	if (c->has_cluster && c->n_nodes >= 2)
 		config_check_secret(p);
 }

@@ -28,6 +28,14 @@
 
 enum config_transport { TRANSPORT_TCP = 0, TRANSPORT_RDMA = 1, TRANSPORT_AUTO = 2 };
 
+/*
+ * nbd_tls: TLS on the NBD TCP listener (NBD_OPT_STARTTLS). UNSET behaves as
+ * OFF but refuses a non-loopback nbd_listen (node/nbd.c); ON offers TLS and
+ * lets plaintext clients in; REQUIRE refuses them on TCP (the unix socket
+ * may stay plaintext).
+ */
+enum config_nbd_tls { NBD_TLS_UNSET = 0, NBD_TLS_OFF, NBD_TLS_ON, NBD_TLS_REQUIRE };
+
 struct config_node {
 	char name[CONFIG_NAME_MAX];
 	uint32_t id;                    /* 1..CONFIG_NODES_MAX, unique */
@@ -39,6 +47,10 @@ struct config_node {
 	uint64_t donate_mb;             /* RAM lent to peers' pages */
 	char nbd_socket[CONFIG_PATH_MAX];
 	char nbd_listen[CONFIG_NAME_MAX];
+	unsigned nbd_tls;               /* enum config_nbd_tls */
+	char nbd_tls_psk[CONFIG_PATH_MAX];          /* psktool's username:hexkey file ("" = none) */
+	char nbd_tls_certificates[CONFIG_PATH_MAX]; /* dir: ca-cert.pem, server-{cert,key}.pem */
+	int nbd_tls_line;               /* where nbd_tls (or the section) is */
 	char metrics_listen[CONFIG_NAME_MAX + 8]; /* HOST:PORT of /metrics ("" = none) */
 	uint64_t busy_poll_us;          /* the loop polls this long before sleeping (0 = off) */
 	unsigned allocator;             /* enum zalloc_kind: dense (default) or zbud */
@@ -149,7 +161,9 @@ void config_defaults(struct config *c);
 /*
  * Parse path into c (defaults first) and check it whole: known sections and
  * keys, numbers in range, unique node names/ids/addresses, a readable
- * secret_file when there is more than one node. @return 0, or -EINVAL with
+ * secret_file when there is more than one node, nbd_tls = on|require with
+ * exactly one of nbd_tls_psk and nbd_tls_certificates (relative paths are
+ * made relative to the file's directory; the files are read by nbd_create). @return 0, or -EINVAL with
  * err set to "FILE:LINE: problem".
  */
 int config_load(struct config *c, const char *path, char *err, size_t errlen);

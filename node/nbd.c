@@ -56,6 +56,8 @@ void nbd_close(struct nbd_conn *c, const char *why)
 		c->flush_queued = false;
 	}
 	ev_io_stop(n->loop, &c->io);
+	if (c->tls.phase)
+		nbd_tls_close(c);
 	close(c->fd);
 	if (c->prev)
 		c->prev->next = c->next;
@@ -95,6 +97,10 @@ void nbd_watch(struct nbd_conn *c)
 		ev |= EV_WRITE;
 	if (!c->busy && !c->closing && c->out_len - c->out_off < NBD_OUT_HIGH)
 		ev |= EV_READ;
+	if (c->tls.phase) {
+		nbd_tls_watch(c, ev);
+		return;
+	}
 	if (ev_is_active(&c->io) && (c->io.events & (EV_READ | EV_WRITE)) == ev)
 		return;
 	ev_io_stop(loop, &c->io);
@@ -108,7 +114,13 @@ void nbd_watch(struct nbd_conn *c)
 int nbd_send(struct nbd_conn *c)
 {
 	ssize_t k;
+	int rc;
 
+	if (c->tls.s) { /* records (nbd_tls.c) */
+		rc = nbd_tls_push(c);
+		if (rc)
+			return rc == 1 ? 0 : rc;
+	}
 	while (c->out_off < c->out_len) {
 		k = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
 			 MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -189,7 +201,49 @@ static int nbd_listen_unix(struct nbd *n, const char *path, char *err, size_t er
 	return 0;
 }
 
-static int nbd_listen_tcp(struct nbd *n, const char *addr, char *err, size_t errlen)
+/* @return true when sa is a loopback address (127.0.0.0/8, ::1, ::ffff:127.x). */
+static bool nbd_loopback(const struct sockaddr *sa)
+{
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+
+	if (sa->sa_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+	if (sa->sa_family != AF_INET6)
+		return false;
+	return IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr) ||
+	       (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr) && s6->sin6_addr.s6_addr[12] == 127);
+}
+
+/*
+ * Plaintext NBD on the network is anyone's disk: a non-loopback nbd_listen
+ * needs nbd_tls said (require, or off on purpose). @return 0 or -EPERM.
+ */
+static int nbd_listen_policy(const struct sockaddr *sa, const char *addr, unsigned tls,
+			     char *err, size_t errlen)
+{
+	if (nbd_loopback(sa))
+		return 0;
+	if (tls == NBD_TLS_UNSET) {
+		snprintf(err, errlen,
+			 "nbd_listen %s is not a loopback address and nbd_tls is not set: set "
+			 "nbd_tls = require (with nbd_tls_psk or nbd_tls_certificates), or write "
+			 "nbd_tls = off to serve plaintext NBD on the network",
+			 addr);
+		return -EPERM;
+	}
+	if (tls == NBD_TLS_OFF)
+		log_warn("nbd_listen %s: plaintext NBD on a non-loopback address (nbd_tls = off): "
+			 "whoever reaches it reads and writes the exports",
+			 addr);
+	else if (tls == NBD_TLS_ON)
+		log_warn("nbd_listen %s: nbd_tls = on lets plaintext clients in on a non-loopback "
+			 "address (nbd_tls = require refuses them)",
+			 addr);
+	return 0;
+}
+
+static int nbd_listen_tcp(struct nbd *n, const char *addr, unsigned tls, char *err,
+			  size_t errlen)
 {
 	struct nbd_listener *l = &n->ltcp;
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
@@ -207,6 +261,11 @@ static int nbd_listen_tcp(struct nbd *n, const char *addr, char *err, size_t err
 	if (rc) {
 		snprintf(err, errlen, "nbd_listen %s: %s", addr, gai_strerror(rc));
 		return -EINVAL;
+	}
+	rc = nbd_listen_policy(ai->ai_addr, addr, tls, err, errlen);
+	if (rc) {
+		freeaddrinfo(ai);
+		return rc;
 	}
 	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
@@ -266,13 +325,19 @@ struct nbd *nbd_create(struct ev_loop *loop, struct store *store,
 				    errlen))
 			goto fail;
 	}
+	if (nbd_tls_init(&n->tls, self, err, errlen))
+		goto fail;
 	if (nbd_listen_unix(n, path, err, errlen))
 		goto fail;
-	if (self && self->nbd_listen[0] && nbd_listen_tcp(n, self->nbd_listen, err, errlen))
+	if (self && self->nbd_listen[0] &&
+	    nbd_listen_tcp(n, self->nbd_listen, self->nbd_tls, err, errlen))
 		goto fail;
 	nbd_limits_start(n, &cfg->limits);
-	snprintf(n->describe, sizeof(n->describe), "unix %s%s%s", path,
-		 n->ltcp.fd >= 0 ? ", tcp " : "", n->ltcp.fd >= 0 ? self->nbd_listen : "");
+	snprintf(n->describe, sizeof(n->describe), "unix %s%s%s%s", path,
+		 n->ltcp.fd >= 0 ? ", tcp " : "", n->ltcp.fd >= 0 ? self->nbd_listen : "",
+		 !nbd_tls_offered(&n->tls)	     ? ""
+		 : n->tls.mode == NBD_TLS_REQUIRE ? " (TLS required)"
+						  : " (TLS offered)");
 	return n;
 
 fail:
@@ -294,6 +359,7 @@ void nbd_destroy(struct nbd *n)
 	nbd_listener_close(n, &n->ltcp);
 	for (i = 0; i < n->n_exports; i++)
 		nbd_export_fini(n, &n->exports[i]);
+	nbd_tls_fini(&n->tls);
 	free(n->exports);
 	free(n);
 }
@@ -340,6 +406,7 @@ void nbd_foreach_stat(const struct nbd *n,
 
 	fn(arg, "nbd_exports", n->n_exports, "NBD exports configured");
 	nbd_limits_foreach_stat(n, fn, arg);
+	nbd_tls_foreach_stat(&n->tls, fn, arg);
 	fn(arg, "nbd_connections", s->conns, "NBD connections open now");
 	fn(arg, "nbd_connections_total", s->conns_total, "NBD connections accepted");
 	fn(arg, "nbd_accept_errors", s->accept_errors, "failed NBD accepts");

@@ -1,8 +1,10 @@
 /*
  * nbd_handshake.c - the fixed newstyle handshake (the NBD project's
  * doc/proto.md): the greeting, options (EXPORT_NAME, LIST, INFO, GO, ABORT,
- * STRUCTURED_REPLY, LIST/SET_META_CONTEXT with base:allocation; others
- * refused), and the choice of an export.
+ * STRUCTURED_REPLY, LIST/SET_META_CONTEXT with base:allocation, STARTTLS;
+ * others refused), and the choice of an export. Under nbd_tls = require a
+ * TCP client gets NBD_REP_ERR_TLS_REQD for every option but STARTTLS and
+ * ABORT until TLS is up (EXPORT_NAME, which has no error reply: closed).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -192,7 +194,37 @@ static int nbd_opt_list(struct nbd_conn *c, uint32_t len)
 	return nbd_opt_reply(c, NBD_OPT_LIST, NBD_REP_ACK, NULL, 0);
 }
 
-/* One handshake step. @return 1 progress, 0 more bytes needed, CONN_CLOSED. */
+/*
+ * NBD_OPT_STARTTLS: ACK, then the session (nbd_tls.c) once the ACK is out.
+ * @return 2 (stop reading plaintext), 1 (answered with an error), CONN_CLOSED.
+ */
+static int nbd_opt_starttls(struct nbd_conn *c, uint32_t len)
+{
+	uint32_t opt = NBD_OPT_STARTTLS;
+
+	if (len)
+		return nbd_opt_error(c, opt, NBD_REP_ERR_INVALID, "STARTTLS takes no data") ? -1 : 1;
+	if (c->tls.phase == NBD_TLS_UP)
+		return nbd_opt_error(c, opt, NBD_REP_ERR_INVALID, "TLS is already on") ? -1 : 1;
+	if (!nbd_tls_offered(&c->srv->tls))
+		return nbd_opt_error(c, opt, NBD_REP_ERR_UNSUP, "TLS not configured (nbd_tls)") ? -1
+													: 1;
+	if (nbd_opt_reply(c, opt, NBD_REP_ACK, NULL, 0))
+		return CONN_CLOSED;
+	nbd_tls_starting(c);
+	return 2;
+}
+
+/* A TCP connection under nbd_tls = require that has not done STARTTLS yet. */
+static inline bool nbd_tls_needed(const struct nbd_conn *c)
+{
+	return c->srv->tls.mode == NBD_TLS_REQUIRE && c->tcp && c->tls.phase != NBD_TLS_UP;
+}
+
+/*
+ * One handshake step. @return 1 progress, 0 more bytes needed, 2 stop
+ * (STARTTLS: no more plaintext), CONN_CLOSED.
+ */
 int nbd_negotiate(struct nbd_conn *c)
 {
 	const uint8_t *p = c->in + c->in_off;
@@ -229,6 +261,19 @@ int nbd_negotiate(struct nbd_conn *c)
 	}
 	c->in_off += NBD_OPT_HDR + len; /* p stays valid: nothing compacts meanwhile */
 	p += NBD_OPT_HDR;
+	if (opt == NBD_OPT_STARTTLS)
+		return nbd_opt_starttls(c, len);
+	if (nbd_tls_needed(c) && opt != NBD_OPT_ABORT) {
+		nbd_tls_refused(c, opt);
+		if (opt == NBD_OPT_EXPORT_NAME) { /* no error reply exists: the spec has us close */
+			nbd_close(c, "NBD_OPT_EXPORT_NAME without TLS (nbd_tls = require)");
+			return CONN_CLOSED;
+		}
+		return nbd_opt_error(c, opt, NBD_REP_ERR_TLS_REQD,
+				     "TLS required: send NBD_OPT_STARTTLS first")
+			   ? -1
+			   : 1;
+	}
 	switch (opt) {
 	case NBD_OPT_EXPORT_NAME:
 		e = nbd_find(c->srv, p, len);

@@ -7,6 +7,8 @@
  *                       in-backing / dirty bitmaps, the backing file, FLUSH;
  *   nbd_transmission.c  the transmission phase: requests, READ, WRITE, TRIM,
  *                       WRITE_ZEROES, replies.
+ *   nbd_tls.c           TLS (STARTTLS): credentials, a connection's session
+ *                       and its records (nbd_tls.h).
  *
  *   nbd_io.c            backing-file syncs off the loop (a worker thread).
  *
@@ -31,6 +33,7 @@
 #include "node/config.h"
 #include "node/handoff.h"
 #include "node/nbd.h"
+#include "node/nbd_tls.h"
 #include "node/store.h"
 
 /* ---- the protocol (the NBD project's doc/proto.md) ------------------------------ */
@@ -52,6 +55,7 @@
 #define NBD_OPT_EXPORT_NAME	 1u
 #define NBD_OPT_ABORT		 2u
 #define NBD_OPT_LIST		 3u
+#define NBD_OPT_STARTTLS	 5u
 #define NBD_OPT_INFO		 6u
 #define NBD_OPT_GO		 7u
 #define NBD_OPT_STRUCTURED_REPLY 8u
@@ -65,6 +69,7 @@
 #define NBD_REP_META_CONTEXT 4u
 #define NBD_REP_ERR_UNSUP   ((1u << 31) + 1)
 #define NBD_REP_ERR_INVALID ((1u << 31) + 3)
+#define NBD_REP_ERR_TLS_REQD ((1u << 31) + 5)
 #define NBD_REP_ERR_UNKNOWN ((1u << 31) + 6)
 
 /* information types */
@@ -252,6 +257,7 @@ struct nbd {
 	uint64_t next_id;
 	struct nbd_stats st;
 	struct nbd_limits lim;
+	struct nbd_tls tls;
 	char describe[CONFIG_PATH_MAX + CONFIG_NAME_MAX + 32];
 };
 
@@ -278,6 +284,8 @@ struct nbd_conn {
 	struct nbd_conn *next, *prev;
 	uint64_t id;
 	int fd;
+	bool tcp;                  /* came in on nbd_listen (nbd_tls = require applies) */
+	struct nbd_conn_tls tls;   /* phase NBD_TLS_PLAIN: no TLS (nbd_tls.h) */
 	bool got_flags, no_zeroes, transmit;
 	bool structured;           /* NBD_OPT_STRUCTURED_REPLY: every reply a chunk */
 	struct nbd_export *meta;   /* base:allocation chosen for this export (SET_META_CONTEXT) */
@@ -489,6 +497,8 @@ const uint8_t *nbd_write_page(struct nbd_conn *c, uint64_t b, uint64_t first);
 bool nbd_discards(const struct nbd_req *r);
 void nbd_room_cb(void *arg, int result);
 void nbd_conn_new(struct nbd *n, int fd, bool tcp);
+/* The socket took output: send more, or run what waited for the output to drain. */
+void nbd_writable(struct nbd_conn *c);
 /*
  * Let the loop run other connections, then resume the request with cont
  * (after a 0 s timer: the loop's pending I/O runs first). extra: holds on

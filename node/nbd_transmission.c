@@ -582,19 +582,28 @@ static void nbd_read_input(struct nbd_conn *c)
 	nbd_process(c);
 }
 
+void nbd_writable(struct nbd_conn *c)
+{
+	if (nbd_send(c))
+		return;
+	if (c->out_off == c->out_len && !c->busy) {
+		nbd_process(c); /* requests that waited for the output to drain */
+		return;
+	}
+	nbd_watch(c);
+}
+
 static void nbd_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct nbd_conn *c = (struct nbd_conn *)w;
 
 	c->active = ev_now(loop);
+	if (c->tls.phase) { /* STARTTLS was answered: records (nbd_tls.c) */
+		nbd_tls_io(c, revents);
+		return;
+	}
 	if (revents & EV_WRITE) {
-		if (nbd_send(c))
-			return;
-		if (c->out_off == c->out_len && !c->busy) {
-			nbd_process(c); /* requests that waited for the output to drain */
-			return;
-		}
-		nbd_watch(c);
+		nbd_writable(c);
 		return;
 	}
 	if (revents & EV_READ)
@@ -617,6 +626,7 @@ void nbd_conn_new(struct nbd *n, int fd, bool tcp)
 		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	c->srv = n;
 	c->fd = fd;
+	c->tcp = tcp;
 	c->id = ++n->next_id;
 	c->since = c->active = ev_now(n->loop);
 	ev_io_init(&c->io, nbd_io_cb, fd, EV_READ);

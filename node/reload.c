@@ -146,6 +146,9 @@ static bool reload_self(struct reload *rl, struct config_node *cur, const struct
 	RELOAD_NUM(cur, nw, local_mb, "local_mb", false, res, unused);
 	RELOAD_STR(cur, nw, nbd_socket, "nbd_socket", res);
 	RELOAD_STR(cur, nw, nbd_listen, "nbd_listen", res);
+	RELOAD_NUM(cur, nw, nbd_tls, "nbd_tls", false, res, unused);
+	RELOAD_STR(cur, nw, nbd_tls_psk, "nbd_tls_psk", res);
+	RELOAD_STR(cur, nw, nbd_tls_certificates, "nbd_tls_certificates", res);
 	RELOAD_STR(cur, nw, metrics_listen, "metrics_listen", res);
 	RELOAD_NUM(cur, nw, busy_poll_us, "busy_poll_us", false, res, unused);
 	RELOAD_NUM(cur, nw, donate_mb, "donate_mb", true, res, changed);

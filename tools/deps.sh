@@ -6,12 +6,14 @@
 # (man --warnings) and systemd (systemd-analyze verify) are for the tests of
 # them: installing the systemd package in a container only adds files, it
 # starts nothing (its postinst does not run systemd when it is not PID 1).
+# libgnutls28-dev: NBD over TLS (node/nbd_tls.c); gnutls-bin (psktool,
+# certtool) makes the keys test_nbd_tls.sh uses.
 set -euo pipefail
 
 pkgs=(
 	build-essential pkg-config clang
 	liblzo2-dev liblz4-dev libev-dev libprotobuf-c-dev protobuf-c-compiler
-	libsodium-dev libinih-dev libcmocka-dev
+	libsodium-dev libinih-dev libcmocka-dev libgnutls28-dev gnutls-bin
 	libibverbs-dev librdmacm-dev
 	libmicrohttpd-dev libjansson-dev python3-prometheus-client jq curl tmux
 	iproute2 procps psmisc memcached python3

@@ -3,7 +3,7 @@
 # - each binary links only the libraries its objects use: ramsterctl, the
 #   drill and netbench need libprotobuf-c, libjansson (their JSON) and libc,
 #   libramster.so libprotobuf-c and libc, never
-#   libev, liblzo2, libsodium, libinih, libmicrohttpd, libsystemd or the RDMA
+#   libev, liblzo2, libsodium, libinih, libmicrohttpd, libsystemd, libgnutls or the RDMA
 #   libraries (readelf -d of
 #   the built files in RAMSTER_BIN and its ../lib, and the link commands of
 #   `make -n`);
@@ -75,7 +75,7 @@ t_ramsterd_links() {
 	local got n
 	got=$(needed "$BIN/ramsterd")
 	echo "ramsterd needs: $(echo $got)"
-	for n in libev liblzo2 liblz4 libsodium libinih libprotobuf-c libmicrohttpd libsystemd; do
+	for n in libev liblzo2 liblz4 libsodium libinih libprotobuf-c libmicrohttpd libsystemd libgnutls; do
 		grep -qx "$n" <<<"$got" || { echo "  $n missing"; return 1; }
 	done
 }

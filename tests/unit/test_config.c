@@ -290,6 +290,60 @@ static void test_secret_relative_to_config(void **state)
 	rmdir(dir);
 }
 
+/* nbd_tls: off by default; on|require need one kind of keys; paths relative to the file */
+static void test_nbd_tls_keys(void **state)
+{
+	const struct config_node *n;
+	const char *path;
+	char want[CONFIG_PATH_MAX];
+
+	assert_int_equal(load("[node a]\nnbd_listen = 127.0.0.1:10809\n"), 0);
+	n = config_find_node(&cfg, "a");
+	assert_int_equal(n->nbd_tls, NBD_TLS_UNSET);
+	assert_string_equal(n->nbd_tls_psk, "");
+	teardown(NULL);
+	assert_int_equal(load("[node a]\nnbd_tls = off\nnbd_listen = 0.0.0.0:10809\n"), 0);
+	assert_int_equal(config_find_node(&cfg, "a")->nbd_tls, NBD_TLS_OFF);
+	teardown(NULL);
+	assert_int_equal(load("[node a]\nnbd_tls = require\nnbd_tls_psk = /etc/r/keys.psk\n"), 0);
+	n = config_find_node(&cfg, "a");
+	assert_int_equal(n->nbd_tls, NBD_TLS_REQUIRE);
+	assert_string_equal(n->nbd_tls_psk, "/etc/r/keys.psk");
+	assert_int_equal(n->nbd_tls_line, 2);
+	teardown(NULL);
+	/* a relative directory is the config file's */
+	assert_int_equal(load("[node a]\nnbd_tls = on\nnbd_tls_certificates = pki\n"), 0);
+	path = tmp_paths[n_tmp - 1];
+	snprintf(want, sizeof(want), "%.*s/pki", (int)(strrchr(path, '/') - path), path);
+	n = config_find_node(&cfg, "a");
+	assert_int_equal(n->nbd_tls, NBD_TLS_ON);
+	assert_string_equal(n->nbd_tls_certificates, want);
+	teardown(NULL);
+	/* explicit off keeps the keys, unused */
+	assert_int_equal(load("[node a]\nnbd_tls = off\nnbd_tls_psk = /k\n"), 0);
+}
+
+static void test_err_nbd_tls(void **state)
+{
+	expect_error("[node a]\n\nnbd_tls = yes\n", 3, "nbd_tls: 'yes' is not off, on or require");
+	teardown(NULL);
+	expect_error("[node a]\nnbd_tls = on\n", 2,
+		     "node 'a': nbd_tls = on needs nbd_tls_psk = FILE (psktool) or "
+		     "nbd_tls_certificates = DIR");
+	teardown(NULL);
+	expect_error("[node a]\nlocal_mb = 64\nnbd_tls = require\n", 3, "nbd_tls = require needs");
+	teardown(NULL);
+	expect_error("[node a]\nnbd_tls = on\nnbd_tls_psk = /k\nnbd_tls_certificates = /d\n", 2,
+		     "set one of nbd_tls_psk and nbd_tls_certificates, not both");
+	teardown(NULL);
+	expect_error("[node a]\nnbd_tls_psk = /k\n", 1,
+		     "nbd_tls_psk is set but nbd_tls is not (write nbd_tls = on, require or off)");
+	teardown(NULL);
+	expect_error("[node a]\nnbd_tls = on\nnbd_tls_psk =\n", 3, "nbd_tls_psk: empty value");
+	teardown(NULL);
+	expect_error("[node a]\nnbd_tls = off\nnbd_tls = on\n", 3, "duplicate key 'nbd_tls'");
+}
+
 static void test_crlf_and_bom(void **state)
 {
 	assert_int_equal(load("\xEF\xBB\xBF[node a]\r\nlocal_mb = 300\r\n"), 0);
@@ -700,6 +754,8 @@ int main(void)
 	    cmocka_unit_test_teardown(test_cluster_one_node_no_secret, teardown),
 	    cmocka_unit_test_teardown(test_two_nodes_no_cluster, teardown),
 	    cmocka_unit_test_teardown(test_secret_relative_to_config, teardown),
+	    cmocka_unit_test_teardown(test_nbd_tls_keys, teardown),
+	    cmocka_unit_test_teardown(test_err_nbd_tls, teardown),
 	    cmocka_unit_test_teardown(test_crlf_and_bom, teardown),
 	    cmocka_unit_test_teardown(test_fractions, teardown),
 	    cmocka_unit_test_teardown(test_parse_size, teardown),
