@@ -392,6 +392,7 @@ int main(int argc, char **argv)
 			goto stop_metrics;
 		}
 		reload_set_users(n.reload, n.users, zcache_tmem(n.zcache));
+		reload_set_nbd(n.reload, n.nbd);
 		n.env.reload = n.reload;
 	}
 	ev_signal_init(&n.sigterm, main_stop_cb, SIGTERM);

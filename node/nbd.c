@@ -369,6 +369,13 @@ const char *nbd_describe(const struct nbd *n)
 	return n->describe;
 }
 
+int nbd_reload_tls(struct nbd *n, const struct config_node *self, char *err, size_t errlen)
+{
+	if (!n || !nbd_tls_offered(&n->tls))
+		return 1;
+	return nbd_tls_reload(&n->tls, self, err, errlen);
+}
+
 size_t nbd_export_count(const struct nbd *n)
 {
 	return n ? n->n_exports : 0;

@@ -59,8 +59,16 @@ struct nbd_export_info {
 /* @return the number of exports (0 for NULL). */
 size_t nbd_export_count(const struct nbd *n);
 
-/* Fill *info for export i (< nbd_export_count). Walks the stored pages: O(pages). */
+/* Fill *info for export i (< nbd_export_count). O(1): the pool's counts. */
 void nbd_export_info(struct nbd *n, size_t i, struct nbd_export_info *info);
+
+/*
+ * A reload: read the NBD TLS keys again from self's nbd_tls_psk or
+ * nbd_tls_certificates (new sessions use them, live ones keep theirs).
+ * @return 0 done, 1 TLS is not offered (nothing to read), or -errno with err
+ * set (the running keys stay).
+ */
+int nbd_reload_tls(struct nbd *n, const struct config_node *self, char *err, size_t errlen);
 
 /* Call fn(arg, name, value, help) for every counter of the server ("nbd_..."). */
 void nbd_foreach_stat(const struct nbd *n,

@@ -145,7 +145,7 @@ close_fd:
 	return rc;
 }
 
-static int nbd_tls_init_psk(struct nbd_tls *t, const char *path, char *err, size_t errlen)
+static int nbd_tls_init_psk(struct nbd_tls_creds *t, const char *path, char *err, size_t errlen)
 {
 	int rc = nbd_tls_psk_check(path, err, errlen);
 
@@ -181,7 +181,7 @@ static int nbd_tls_verify_client(gnutls_session_t s)
 	return 0;
 }
 
-static int nbd_tls_init_x509(struct nbd_tls *t, const char *dir, char *err, size_t errlen)
+static int nbd_tls_init_x509(struct nbd_tls_creds *t, const char *dir, char *err, size_t errlen)
 {
 	char ca[CONFIG_PATH_MAX + 16], cert[CONFIG_PATH_MAX + 16], key[CONFIG_PATH_MAX + 16];
 	int rc, fd;
@@ -217,48 +217,81 @@ static int nbd_tls_init_x509(struct nbd_tls *t, const char *dir, char *err, size
 	return 0;
 }
 
-int nbd_tls_init(struct nbd_tls *t, const struct config_node *self, char *err, size_t errlen)
+static void nbd_tls_creds_put(struct nbd_tls_creds *k)
 {
+	if (!k || --k->refs)
+		return;
+	if (k->prio)
+		gnutls_priority_deinit(k->prio);
+	if (k->psk)
+		gnutls_psk_free_server_credentials(k->psk);
+	if (k->x509)
+		gnutls_certificate_free_credentials(k->x509);
+	free(k);
+}
+
+/* Load self's key files into a new set (one reference). @return it, or NULL with err set. */
+static struct nbd_tls_creds *nbd_tls_creds_load(const struct config_node *self, char *err,
+						size_t errlen)
+{
+	struct nbd_tls_creds *k = calloc(1, sizeof(*k));
 	const char *prio;
 	int rc;
 
+	if (!k) {
+		snprintf(err, errlen, "nbd_tls: out of memory");
+		return NULL;
+	}
+	k->refs = 1;
+	if (self->nbd_tls_psk[0]) {
+		rc = nbd_tls_init_psk(k, self->nbd_tls_psk, err, errlen);
+		prio = NBD_TLS_PRIO_PSK;
+	} else {
+		rc = nbd_tls_init_x509(k, self->nbd_tls_certificates, err, errlen);
+		prio = NBD_TLS_PRIO_X509;
+	}
+	if (!rc) {
+		rc = gnutls_priority_init(&k->prio, prio, NULL);
+		if (rc < 0) {
+			snprintf(err, errlen, "nbd_tls: priority %s: %s", prio, gnutls_strerror(rc));
+			k->prio = NULL;
+		}
+	}
+	if (rc) {
+		nbd_tls_creds_put(k);
+		return NULL;
+	}
+	return k;
+}
+
+int nbd_tls_init(struct nbd_tls *t, const struct config_node *self, char *err, size_t errlen)
+{
 	t->mode = self ? self->nbd_tls : NBD_TLS_UNSET;
 	if (t->mode != NBD_TLS_ON && t->mode != NBD_TLS_REQUIRE)
 		return 0;
-	if (self->nbd_tls_psk[0]) {
-		rc = nbd_tls_init_psk(t, self->nbd_tls_psk, err, errlen);
-		prio = NBD_TLS_PRIO_PSK;
-	} else {
-		rc = nbd_tls_init_x509(t, self->nbd_tls_certificates, err, errlen);
-		prio = NBD_TLS_PRIO_X509;
-	}
-	if (rc)
-		goto fail;
-	rc = gnutls_priority_init(&t->prio, prio, NULL);
-	if (rc < 0) {
-		snprintf(err, errlen, "nbd_tls: priority %s: %s", prio, gnutls_strerror(rc));
-		t->prio = NULL;
-		rc = -EINVAL;
-		goto fail;
-	}
-	return 0;
+	t->creds = nbd_tls_creds_load(self, err, errlen);
+	return t->creds ? 0 : -EINVAL;
+}
 
-fail:
-	nbd_tls_fini(t);
-	return rc;
+int nbd_tls_reload(struct nbd_tls *t, const struct config_node *self, char *err, size_t errlen)
+{
+	struct nbd_tls_creds *k;
+
+	if (!t->creds)
+		return 0; /* TLS off: turning it on needs a restart (the listener's rule) */
+	k = nbd_tls_creds_load(self, err, errlen);
+	if (!k)
+		return -EINVAL;
+	nbd_tls_creds_put(t->creds);
+	t->creds = k;
+	t->reloads++;
+	return 0;
 }
 
 void nbd_tls_fini(struct nbd_tls *t)
 {
-	if (t->prio)
-		gnutls_priority_deinit(t->prio);
-	if (t->psk)
-		gnutls_psk_free_server_credentials(t->psk);
-	if (t->x509)
-		gnutls_certificate_free_credentials(t->x509);
-	t->prio = NULL;
-	t->psk = NULL;
-	t->x509 = NULL;
+	nbd_tls_creds_put(t->creds);
+	t->creds = NULL;
 }
 
 /* ---- a connection's session ------------------------------------------------------- */
@@ -308,7 +341,7 @@ void nbd_tls_refused(struct nbd_conn *c, uint32_t opt)
 /* Make the session once the ACK is out. @return 0, or CONN_CLOSED. */
 static int nbd_tls_begin(struct nbd_conn *c)
 {
-	struct nbd_tls *t = &c->srv->tls;
+	struct nbd_tls_creds *t = c->srv->tls.creds;
 	gnutls_session_t s;
 	int rc;
 
@@ -324,6 +357,8 @@ static int nbd_tls_begin(struct nbd_conn *c)
 		return CONN_CLOSED;
 	}
 	c->tls.s = s;
+	c->tls.creds = t; /* this session's set, even after a reload */
+	t->refs++;
 	rc = gnutls_priority_set(s, t->prio);
 	if (rc >= 0 && t->psk)
 		rc = gnutls_credentials_set(s, GNUTLS_CRD_PSK, t->psk);
@@ -528,6 +563,8 @@ void nbd_tls_close(struct nbd_conn *c)
 		gnutls_deinit(c->tls.s);
 		c->tls.s = NULL;
 	}
+	nbd_tls_creds_put(c->tls.creds);
+	c->tls.creds = NULL;
 	c->tls.phase = NBD_TLS_PLAIN;
 }
 
@@ -540,4 +577,6 @@ void nbd_tls_foreach_stat(const struct nbd_tls *t,
 	   "NBD TLS handshakes failed (bad key or certificate, garbage) or abandoned");
 	fn(arg, "nbd_tls_required_refused", t->required_refused,
 	   "plaintext NBD connections refused (nbd_tls = require)");
+	fn(arg, "nbd_tls_reloads", t->reloads,
+	   "NBD TLS keys read again by a reload (new sessions use them)");
 }

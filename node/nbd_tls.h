@@ -25,13 +25,25 @@
 struct nbd;
 struct nbd_conn;
 
-/* The server's side: what a session is made from, and the counters. */
-struct nbd_tls {
-	unsigned mode;			       /* enum config_nbd_tls of this node */
+/*
+ * What a session is made from: loaded at start and again by each reload
+ * (nbd_tls_reload). Reference counted: the server holds the current set,
+ * each session the set it was made with, so a reload never frees
+ * credentials a live session uses.
+ */
+struct nbd_tls_creds {
+	unsigned refs;
 	gnutls_psk_server_credentials_t psk;   /* nbd_tls_psk (or NULL) */
 	gnutls_certificate_credentials_t x509; /* nbd_tls_certificates (or NULL) */
-	gnutls_priority_t prio;		       /* NULL: TLS not offered */
-	bool verify_clients;	   /* ca-cert.pem: a client certificate sent must chain to it */
+	gnutls_priority_t prio;
+	bool verify_clients; /* ca-cert.pem: a client certificate sent must chain to it */
+};
+
+/* The server's side: the current credentials, and the counters. */
+struct nbd_tls {
+	unsigned mode;		    /* enum config_nbd_tls of this node */
+	struct nbd_tls_creds *creds; /* NULL: TLS not offered */
+	uint64_t reloads;	    /* credentials loaded again by a reload */
 	uint64_t handshakes;	   /* TLS handshakes completed */
 	uint64_t failures;	   /* TLS handshakes failed or abandoned */
 	uint64_t required_refused; /* plaintext connections refused (require) */
@@ -48,6 +60,7 @@ enum nbd_tls_phase {
 /* A connection's side, in struct nbd_conn. */
 struct nbd_conn_tls {
 	gnutls_session_t s;    /* NULL: plaintext */
+	struct nbd_tls_creds *creds; /* the set s was made with (a reference) */
 	unsigned char phase;   /* enum nbd_tls_phase */
 	bool send_again;       /* a record send returned E_AGAIN: retry it with (NULL, 0) */
 	bool read_wants_write; /* a record receive waits for the socket to be writable */
@@ -63,13 +76,21 @@ struct nbd_conn_tls {
  */
 int nbd_tls_init(struct nbd_tls *t, const struct config_node *self, char *err, size_t errlen);
 
-/* Free the credentials. Safe on a zeroed or half-made t. */
+/*
+ * A reload: read self's key files again (their paths may have changed too;
+ * nbd_tls itself may not: that needs a restart) and make new sessions with
+ * them; sessions already made keep theirs. On failure the running
+ * credentials stay. @return 0, or -errno with err set.
+ */
+int nbd_tls_reload(struct nbd_tls *t, const struct config_node *self, char *err, size_t errlen);
+
+/* Drop the server's credentials. Safe on a zeroed or half-made t. */
 void nbd_tls_fini(struct nbd_tls *t);
 
 /* @return true when this server answers STARTTLS (credentials loaded). */
 static inline bool nbd_tls_offered(const struct nbd_tls *t)
 {
-	return t->prio != NULL;
+	return t->creds != NULL;
 }
 
 /*

@@ -18,6 +18,7 @@
 
 #include "node/cluster.h"
 #include "node/log.h"
+#include "node/nbd.h"
 #include "node/reload.h"
 #include "node/remote.h"
 #include "node/users.h"
@@ -29,6 +30,7 @@ struct reload {
 	struct config *cur;
 	bool level_from_flag;
 	struct remote *remote;
+	struct nbd *nbd;     /* reload_set_nbd: its TLS keys are read again */
 	struct users *users; /* reload_set_users: rules and client limits apply */
 	struct tmem *tmem;
 	uint64_t reloads; /* reloads that loaded the file */
@@ -60,6 +62,12 @@ void reload_set_users(struct reload *rl, struct users *users, struct tmem *t)
 		return;
 	rl->users = users;
 	rl->tmem = t;
+}
+
+void reload_set_nbd(struct reload *rl, struct nbd *nbd)
+{
+	if (rl)
+		rl->nbd = nbd;
 }
 
 void reload_destroy(struct reload *rl)
@@ -132,6 +140,34 @@ static bool reload_cluster(struct config *cur, const struct config *nw, struct r
 	return changed;
 }
 
+/*
+ * NBD TLS keys: with TLS on and nbd_tls unchanged, the key files are read
+ * again on every reload (rotated certificates, a new PSK file), from the new
+ * paths if they changed; otherwise a path change needs a restart.
+ */
+static void reload_nbd_tls(struct reload *rl, struct config_node *cur, const struct config_node *nw,
+			   struct reload_result *res)
+{
+	char err[CONFIG_ERR_MAX];
+	int rc = cur->nbd_tls == nw->nbd_tls ? nbd_reload_tls(rl->nbd, nw, err, sizeof(err)) : 1;
+
+	if (rc == 0) {
+		reload_note(res->applied, RELOAD_TEXT_MAX, "NBD TLS keys read again (%s)",
+			    nw->nbd_tls_psk[0] ? nw->nbd_tls_psk : nw->nbd_tls_certificates);
+		memcpy(cur->nbd_tls_psk, nw->nbd_tls_psk, sizeof(cur->nbd_tls_psk));
+		memcpy(cur->nbd_tls_certificates, nw->nbd_tls_certificates,
+		       sizeof(cur->nbd_tls_certificates));
+		return;
+	}
+	if (rc < 0) {
+		log_warn("reload: NBD TLS keys not read again, the running ones stay: %s", err);
+		reload_note(res->restart, RELOAD_TEXT_MAX, "NBD TLS keys (%s)", err);
+		return;
+	}
+	RELOAD_STR(cur, nw, nbd_tls_psk, "nbd_tls_psk", res);
+	RELOAD_STR(cur, nw, nbd_tls_certificates, "nbd_tls_certificates", res);
+}
+
 /* This node's section. @return true if donate_mb changed. */
 static bool reload_self(struct reload *rl, struct config_node *cur, const struct config_node *nw,
 			struct reload_result *res)
@@ -147,8 +183,7 @@ static bool reload_self(struct reload *rl, struct config_node *cur, const struct
 	RELOAD_STR(cur, nw, nbd_socket, "nbd_socket", res);
 	RELOAD_STR(cur, nw, nbd_listen, "nbd_listen", res);
 	RELOAD_NUM(cur, nw, nbd_tls, "nbd_tls", false, res, unused);
-	RELOAD_STR(cur, nw, nbd_tls_psk, "nbd_tls_psk", res);
-	RELOAD_STR(cur, nw, nbd_tls_certificates, "nbd_tls_certificates", res);
+	reload_nbd_tls(rl, cur, nw, res);
 	RELOAD_STR(cur, nw, metrics_listen, "metrics_listen", res);
 	RELOAD_NUM(cur, nw, busy_poll_us, "busy_poll_us", false, res, unused);
 	RELOAD_NUM(cur, nw, donate_mb, "donate_mb", true, res, changed);

@@ -51,6 +51,11 @@ struct tmem;
  */
 void reload_set_users(struct reload *rl, struct users *users, struct tmem *t);
 
+struct nbd;
+
+/* The NBD server whose TLS keys a reload reads again (outlives rl; NULL: none). */
+void reload_set_nbd(struct reload *rl, struct nbd *nbd);
+
 struct reload *reload_create(const char *path, const char *name, struct config *cur,
 			     bool level_from_flag, struct remote *remote);
 void reload_destroy(struct reload *rl); /* NULL ok */

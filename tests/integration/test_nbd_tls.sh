@@ -337,6 +337,52 @@ else
 	echo "[  SKIPPED ] libnbd_psk_32M_requests_pipelined: python3-libnbd missing"
 fi
 
+# ---- a reload reads the keys again: the rotated PSK file lets the new key in -------------
+# (issue 16: SIGHUP reloads TLS material); a session made before keeps going
+t_psk_reload() {
+	local r0 r1
+	cp "$T/keys.psk" "$T/old.psk"
+	psktool -u alice -p "$T/new.psk" >/dev/null || return 1
+	chmod 600 "$T/new.psk" "$T/old.psk"
+	r0=$(counter "$T/a.sock" nbd_tls_reloads) || return 1
+	# a session under the old keys, open across the reload
+	$PY - "$pa" "$T/old.psk" "$T/new.psk" "$T/keys.psk" "$node_a" <<'PYEOF' || return 1
+import os, shutil, signal, sys, time
+import nbd
+port, old, new, live, pid = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+def client(keys):
+    h = nbd.NBD()
+    h.set_tls(nbd.TLS_REQUIRE)
+    h.set_tls_username("alice")
+    h.set_tls_psk_file(keys)
+    h.connect_uri("nbds://alice@127.0.0.1:%s/ram" % port)
+    return h
+h = client(old)
+h.pwrite(b"before the reload".ljust(4096, b"."), 0)
+shutil.copyfile(new, live)          # rotate the file the node reads
+os.kill(pid, signal.SIGHUP)
+time.sleep(1.0)
+assert h.pread(4096, 0).startswith(b"before the reload"), "live session broken"
+try:
+    client(old).pread(4096, 0)
+    sys.exit("the old key still gets in after the reload")
+except nbd.Error:
+    pass
+assert client(new).pread(4096, 0).startswith(b"before the reload")
+h.shutdown()
+print("reload: old key refused, new key in, the live session kept")
+PYEOF
+	r1=$(counter "$T/a.sock" nbd_tls_reloads) || return 1
+	echo "nbd_tls_reloads $r0 -> $r1"
+	[ "$r1" -eq $((r0 + 1)) ] || return 1
+	grep -q "applied: .*NBD TLS keys read again" "$T/a.log"
+}
+if $PY -c 'import nbd' 2>/dev/null; then
+	run psk_reload_rotated_keys_live_session_kept t_psk_reload
+else
+	echo "[  SKIPPED ] psk_reload_rotated_keys_live_session_kept: python3-libnbd missing"
+fi
+
 # ---- node b: X.509, nbd_tls = on ---------------------------------------------------------
 pb=$(free_port)
 cat >"$T/b.ini" <<EOF
