@@ -35,6 +35,7 @@ void nbd_conn_free(struct nbd_conn *c)
 	free(c->out);
 	free(c->slots);
 	free(c->scratch);
+	free(c->fj); /* gathered, never submitted (a job in flight holds c->pending) */
 	free(c);
 }
 

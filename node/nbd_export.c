@@ -38,7 +38,13 @@
 /* ---- pages --------------------------------------------------------------------- */
 
 
-/* The page of block b from the backing file, or zeros. @return 0 or -EIO. */
+/*
+ * The page of block b from the backing file, or zeros, read on the loop: only
+ * where a remote get found its page gone meanwhile (a concurrent request
+ * flushed or overwrote it; whatever the file holds now is a right answer for
+ * a request that overlapped that one). Every other read of a backing file is
+ * the worker's (nbd_fetch_file). @return 0 or -EIO.
+ */
 static int nbd_fetch_cold(struct nbd_export *e, uint64_t b, uint8_t *page)
 {
 	ssize_t k;
@@ -60,12 +66,31 @@ static int nbd_fetch_cold(struct nbd_export *e, uint64_t b, uint8_t *page)
 	return 0;
 }
 
-static void nbd_slot_done(void *arg, int result)
+/*
+ * Block b is not in tmem: zeros, or a read of the backing file on the
+ * worker (slot s; gathered for c's next job, nbd_file_submit).
+ * @return 0 filled (zeros), 1 gathered, or -EIO.
+ */
+static int nbd_fetch_file(struct nbd_conn *c, uint64_t b, uint8_t *page, struct nbd_slot *s)
 {
-	struct nbd_slot *s = arg;
-	struct nbd_conn *c = s->c;
+	struct nbd_export *e = c->exp;
 
-	s->result = result;
+	if (!e->in_backing || !bit_test(e->in_backing, b)) {
+		memset(page, 0, NBD_PAGE);
+		return 0;
+	}
+	s->c = c;
+	s->block = b;
+	s->page = page;
+	s->result = 0;
+	if (nbd_file_op(c, NBD_OP_READ, b, 1, page, s))
+		return -EIO;
+	e->srv->st.backing_reads++;
+	return 1;
+}
+
+void nbd_pending_drop(struct nbd_conn *c)
+{
 	if (--c->pending)
 		return;
 	if (c->closed) {
@@ -80,10 +105,20 @@ static void nbd_slot_done(void *arg, int result)
 	}
 }
 
+static void nbd_slot_done(void *arg, int result)
+{
+	struct nbd_slot *s = arg;
+
+	s->result = result;
+	nbd_pending_drop(s->c);
+}
+
 /*
  * Fetch block b into page: from tmem, else the backing file, else zeros. A
- * remote page starts a remote get on slot s (c->pending counts it).
- * @return 0 filled, 1 started, or -EIO.
+ * remote page starts a remote get on slot s (c->pending counts it); a block
+ * in the backing file is gathered as a read for c's next file job (the
+ * caller submits it with nbd_file_submit before it waits).
+ * @return 0 filled, 1 started or gathered, or -EIO.
  */
 int nbd_fetch(struct nbd_conn *c, uint64_t b, uint8_t *page, struct nbd_slot *s)
 {
@@ -93,7 +128,7 @@ int nbd_fetch(struct nbd_conn *c, uint64_t b, uint8_t *page, struct nbd_slot *s)
 	int rc;
 
 	if (!bit_test(e->present, b))
-		return nbd_fetch_cold(e, b, page);
+		return nbd_fetch_file(c, b, page, s);
 	oid = nbd_oid(e, b);
 	s->c = c;
 	s->block = b;
@@ -109,7 +144,7 @@ int nbd_fetch(struct nbd_conn *c, uint64_t b, uint8_t *page, struct nbd_slot *s)
 	if (!rc)
 		return 0;
 	if (rc == -ENOENT)
-		return nbd_fetch_cold(e, b, page);
+		return nbd_fetch_file(c, b, page, s);
 	return -EIO;
 }
 
@@ -310,7 +345,6 @@ int nbd_stored(struct nbd_conn *c, uint64_t b, const uint8_t *page, int rc)
 {
 	struct nbd_export *e = c->exp;
 	struct nbd *n = c->srv;
-	ssize_t k;
 
 	if (!rc) {
 		bit_set(e->present, b);
@@ -333,17 +367,11 @@ int nbd_stored(struct nbd_conn *c, uint64_t b, const uint8_t *page, int rc)
 		nbd_full(e, "the tier and the collective are full");
 		return -ENOSPC;
 	}
-	do
-		k = pwrite(e->fd, page, NBD_PAGE, (off_t)(b * NBD_PAGE));
-	while (k < 0 && errno == EINTR);
-	if (k != (ssize_t)NBD_PAGE) {
-		n->st.backing_errors++;
-		if (k < 0 && (errno == ENOSPC || errno == EDQUOT)) {
-			nbd_full(e, "the tier, the collective and the backing file are full");
-			return -ENOSPC;
-		}
+	/* the file will hold it: the write goes to the worker with this
+	 * request's next job (in order with every other operation on the file);
+	 * its failure is settled there (nbd_file_settle) */
+	if (nbd_file_op(c, NBD_OP_STORE, b, 1, (uint8_t *)page, NULL))
 		return -EIO;
-	}
 	nbd_room_again(e);
 	nbd_unsynced(e, b);
 	nbd_found(e, b);
@@ -393,33 +421,20 @@ void nbd_discard(struct nbd_export *e, uint64_t b)
 	}
 }
 
-static int nbd_pwrite_page(struct nbd_export *e, uint64_t b, const uint8_t *page)
-{
-	ssize_t k;
-
-	do
-		k = pwrite(e->fd, page, NBD_PAGE, (off_t)(b * NBD_PAGE));
-	while (k < 0 && errno == EINTR);
-	if (k == (ssize_t)NBD_PAGE)
-		return 0;
-	e->srv->st.backing_errors++;
-	return -EIO;
-}
-
 /*
  * Whole pages fb..lb were dropped: zero them in the backing file too, with a
- * hole. Where that fails, or a FLUSH runs (its stale copies must be skipped),
+ * hole punched by the worker (gathered for c's next job). Where a FLUSH runs
+ * (its stale copies must be skipped), or the punch fails (nbd_file_settle),
  * they are marked dirty instead, for the next FLUSH to write zeros.
  */
-void nbd_discard_backing(struct nbd_export *e, uint64_t fb, uint64_t lb)
+void nbd_discard_backing(struct nbd_conn *c, uint64_t fb, uint64_t lb)
 {
-	bool punched = !e->flusher &&
-		       !fallocate(e->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-				  (off_t)(fb * NBD_PAGE), (off_t)((lb - fb + 1) * NBD_PAGE));
+	struct nbd_export *e = c->exp;
+	bool punch = !e->flusher && !nbd_file_op(c, NBD_OP_PUNCH, fb, lb - fb + 1, NULL, NULL);
 	uint64_t b;
 
 	for (b = fb; b <= lb; b++) {
-		if (punched) {
+		if (punch) {
 			bit_clear(e->dirty, b);
 			nbd_unsynced(e, b);
 		} else {
@@ -428,11 +443,15 @@ void nbd_discard_backing(struct nbd_export *e, uint64_t fb, uint64_t lb)
 	}
 }
 
-/* Write behind the pages of this request to the backing file (FUA; nbd_sync_start follows). */
-int nbd_write_fua(struct nbd_conn *c, uint64_t first, uint64_t last)
+/*
+ * Write behind the pages of this request to the backing file (FUA; the
+ * caller submits the job, then syncs): gathered for c's next job. A dirty
+ * bit is cleared now, so a newer write meanwhile sets it again; a failed
+ * write sets it back (nbd_file_settle).
+ */
+void nbd_write_fua(struct nbd_conn *c, uint64_t first, uint64_t last)
 {
 	struct nbd_export *e = c->exp;
-	struct nbd *n = c->srv;
 	bool discard = nbd_discards(&c->req);
 	uint64_t b;
 
@@ -443,14 +462,60 @@ int nbd_write_fua(struct nbd_conn *c, uint64_t first, uint64_t last)
 			continue; /* refused by the tier: written already */
 		if (discard && page == nbd_zero_page && !bit_test(e->dirty, b))
 			continue; /* punched */
-		if (nbd_pwrite_page(e, b, page))
-			return -EIO;
+		if (nbd_file_op(c, NBD_OP_BEHIND, b, 1, (uint8_t *)page, NULL)) {
+			if (!c->err)
+				c->err = -EIO;
+			return;
+		}
 		nbd_unsynced(e, b);
-		n->st.flush_pages++;
 		if (!e->flusher) /* a running FLUSH needs the bit to skip its stale copy */
 			bit_clear(e->dirty, b);
 	}
-	return 0;
+}
+
+/* The loop's side of a finished job: the writes and punches that failed. */
+void nbd_file_settle(struct nbd_conn *c, const struct nbd_op *op, size_t n)
+{
+	struct nbd_export *e = c->exp;
+	struct nbd *s = c->srv;
+	uint64_t b;
+	size_t i;
+
+	for (i = 0; i < n; i++, op++) {
+		switch (op->kind) {
+		case NBD_OP_READ:
+			if (op->result)
+				s->st.backing_errors++;
+			break;
+		case NBD_OP_STORE: /* the file alone was to hold it: the write fails */
+			if (!op->result)
+				break;
+			s->st.backing_errors++;
+			if (op->result == -ENOSPC || op->result == -EDQUOT) {
+				nbd_full(e, "the tier, the collective and the backing file are full");
+				if (!c->err)
+					c->err = -ENOSPC;
+			} else if (!c->err) {
+				c->err = -EIO;
+			}
+			break;
+		case NBD_OP_BEHIND: /* tmem still has it: the next FLUSH writes it */
+			if (!op->result) {
+				s->st.flush_pages++;
+				break;
+			}
+			s->st.backing_errors++;
+			bit_set(e->dirty, op->block);
+			if (!c->err)
+				c->err = -EIO;
+			break;
+		case NBD_OP_PUNCH:
+			if (op->result)
+				for (b = op->block; b < op->block + op->count; b++)
+					bit_set(e->dirty, b);
+			break;
+		}
+	}
 }
 
 /* Store blocks c->cursor..last. @return 0 answered, 1 waiting, CONN_CLOSED. */
@@ -476,13 +541,15 @@ void nbd_flush_release(struct nbd_export *e)
 	}
 }
 
-/* The batch in c->slots is fetched: write what is still current. */
+/*
+ * The batch in c->slots is fetched: gather the writes of what is still
+ * current for c's next job (nbd_file_settle takes their outcome: a failed
+ * one is dirty again and fails this FLUSH).
+ */
 static void nbd_flush_write(struct nbd_conn *c)
 {
 	struct nbd_export *e = c->exp;
-	struct nbd *n = c->srv;
 	size_t i;
-	ssize_t k;
 
 	for (i = 0; i < c->n_slots; i++) {
 		struct nbd_slot *s = &c->slots[i];
@@ -492,16 +559,9 @@ static void nbd_flush_write(struct nbd_conn *c)
 			rc = nbd_fetch_cold(e, s->block, s->page);
 		if (bit_test(e->dirty, s->block) || bit_test(e->in_backing, s->block))
 			continue; /* written again meanwhile: that write is the one to keep */
-		if (!rc) {
-			do
-				k = pwrite(e->fd, s->page, NBD_PAGE, (off_t)(s->block * NBD_PAGE));
-			while (k < 0 && errno == EINTR);
-			if (k == (ssize_t)NBD_PAGE) {
-				nbd_unsynced(e, s->block);
-				n->st.flush_pages++;
-				continue;
-			}
-			n->st.backing_errors++;
+		if (!rc && !nbd_file_op(c, NBD_OP_BEHIND, s->block, 1, s->page, NULL)) {
+			nbd_unsynced(e, s->block);
+			continue;
 		}
 		bit_set(e->dirty, s->block); /* not written: a later FLUSH tries again */
 		if (!c->err)
@@ -524,9 +584,14 @@ static int nbd_flush_synced(struct nbd_conn *c)
 	return nbd_flush_answer(c);
 }
 
+/* The batch's remote gets are back: its writes go to the worker, then on. */
 static int nbd_flush_cont(struct nbd_conn *c)
 {
 	nbd_flush_write(c);
+	if (nbd_file_submit(c)) {
+		c->cont = nbd_flush_run; /* the scratch pages are reused after the job */
+		return 1;
+	}
 	return nbd_flush_run(c);
 }
 
@@ -567,12 +632,17 @@ int nbd_flush_run(struct nbd_conn *c)
 				s->result = rc;
 			c->n_slots++;
 		}
+		nbd_file_submit(c); /* reads of blocks the file alone holds (rare here) */
 		if (--c->pending) {
 			n->st.remote_waits++;
 			c->cont = nbd_flush_cont;
 			return 1;
 		}
 		nbd_flush_write(c);
+		if (nbd_file_submit(c)) {
+			c->cont = nbd_flush_run;
+			return 1;
+		}
 	}
 	return nbd_sync_start(c, nbd_flush_synced);
 done:
@@ -704,6 +774,7 @@ int nbd_export_init(struct nbd *n, struct nbd_export *e, unsigned number,
 	e->sync_tail = &e->sync_q;
 	e->sync_job.e = e;
 	e->sync_job.done = nbd_sync_done;
+	e->sync_job.n_ops = 0; /* an fdatasync */
 	snprintf(e->name, sizeof(e->name), "%s", ce->name);
 	snprintf(e->backing, sizeof(e->backing), "%s", ce->backing);
 	e->size = ce->size;

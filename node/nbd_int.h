@@ -149,13 +149,44 @@ struct nbd_conn;
 struct nbd_export;
 
 /* Backing-file I/O run off the loop (nbd_io.c): an fdatasync of fd. */
+/*
+ * One operation on an export's backing file, run by the worker. Every
+ * operation on a file goes through the worker's one FIFO queue, so the file
+ * sees them in the order the loop submitted them: a read after a write
+ * reads it, a FLUSH's copy of a block never lands after a newer write.
+ */
+enum nbd_op_kind {
+	NBD_OP_READ,   /* pread one block into page (past the end: zeros) */
+	NBD_OP_STORE,  /* pwrite a page the tier refused: the file alone holds it */
+	NBD_OP_BEHIND, /* pwrite a page the tier keeps too (FLUSH, FUA write-behind) */
+	NBD_OP_PUNCH,  /* punch count blocks from block on */
+};
+
+struct nbd_op {
+	uint8_t kind;
+	int result;             /* 0 or -errno, set by the worker */
+	uint64_t block, count;
+	uint8_t *page;          /* READ: where it lands; writes: what goes (stable until done) */
+	struct nbd_slot *slot;  /* READ: its slot (result copied there) */
+};
+
 struct nbd_job {
 	struct handoff_item it; /* first */
 	struct nbd_job *next;   /* in the worker's queue */
 	int fd;
-	int result;             /* 0 or -errno, set by the worker */
+	int result;             /* 0 or -errno, set by the worker (a sync: its fdatasync) */
 	void (*done)(struct nbd_job *j); /* on the loop */
 	struct nbd_export *e;
+	size_t n_ops;           /* 0: an fdatasync; else ops[] (struct nbd_file_job) */
+	struct nbd_op *ops;
+};
+
+/* A connection's batch of file operations, one job (nbd_file_op, nbd_file_submit). */
+struct nbd_file_job {
+	struct nbd_job j;
+	struct nbd_conn *c;
+	size_t cap;
+	struct nbd_op op[];
 };
 
 struct nbd_io {
@@ -322,6 +353,9 @@ struct nbd_conn {
 	int (*yield_cont)(struct nbd_conn *c); /* resumes it: as cont */
 	unsigned yield_extra;                  /* holds on pending beyond the yield's own */
 
+	/* file operations being gathered for one job (nbd_file_op), not yet submitted */
+	struct nbd_file_job *fj;
+
 	/* a FLUSH's or FUA write's sync, off the loop (nbd_sync_start) */
 	int (*sync_cont)(struct nbd_conn *c); /* runs when it is done: as cont */
 	int sync_result;                      /* 0 or -EIO */
@@ -469,8 +503,8 @@ int nbd_slots_reserve(struct nbd_conn *c, size_t pages);
 int nbd_stored(struct nbd_conn *c, uint64_t b, const uint8_t *page, int rc);
 int nbd_store(struct nbd_conn *c, uint64_t b, const uint8_t *page);
 void nbd_discard(struct nbd_export *e, uint64_t b);
-void nbd_discard_backing(struct nbd_export *e, uint64_t fb, uint64_t lb);
-int nbd_write_fua(struct nbd_conn *c, uint64_t first, uint64_t last);
+void nbd_discard_backing(struct nbd_conn *c, uint64_t fb, uint64_t lb);
+void nbd_write_fua(struct nbd_conn *c, uint64_t first, uint64_t last);
 int nbd_flush_run(struct nbd_conn *c);
 void nbd_flush_release(struct nbd_export *e);
 int nbd_do_flush(struct nbd_conn *c);
@@ -486,6 +520,24 @@ int nbd_sync_start(struct nbd_conn *c, int (*cont)(struct nbd_conn *c));
 int nbd_io_start(struct nbd *n);
 void nbd_io_submit(struct nbd *n, struct nbd_job *j);
 void nbd_io_stop(struct nbd *n);
+/*
+ * Gather one operation on c's export file for the next job (nothing runs
+ * yet). @return 0, or -ENOMEM.
+ */
+int nbd_file_op(struct nbd_conn *c, enum nbd_op_kind kind, uint64_t block, uint64_t count,
+		uint8_t *page, struct nbd_slot *slot);
+/*
+ * Submit what was gathered, as one job: c->pending counts it until it is
+ * back on the loop, where each READ's result goes to its slot, the writes'
+ * outcomes are settled (nbd_file_settle), and the request goes on as after
+ * a remote get (c->cont when pending reaches 0). @return 1 submitted, 0
+ * nothing gathered.
+ */
+int nbd_file_submit(struct nbd_conn *c);
+/* nbd_export.c: the loop's side of a finished job's writes and punches */
+void nbd_file_settle(struct nbd_conn *c, const struct nbd_op *op, size_t n);
+/* nbd_export.c: c->pending dropped by one; at 0 the request goes on (c->cont) */
+void nbd_pending_drop(struct nbd_conn *c);
 int nbd_export_init(struct nbd *n, struct nbd_export *e, unsigned number,
 			   const struct config_export *ce, char *err, size_t errlen);
 void nbd_export_fini(struct nbd *n, struct nbd_export *e);

@@ -170,6 +170,7 @@ static int nbd_read_run(struct nbd_conn *c)
 
 		if (done++ == NBD_SLICE_PAGES) {
 			c->cursor = b;
+			nbd_file_submit(c); /* this slice's reads of the backing file */
 			return nbd_yield(c, nbd_read_run, 1); /* the starter's hold stays */
 		}
 		memset(s, 0, sizeof(*s));
@@ -188,6 +189,7 @@ static int nbd_read_run(struct nbd_conn *c)
 			memcpy(dst, page + lo, hi - lo);
 		}
 	}
+	nbd_file_submit(c);
 	if (--c->pending) {
 		c->srv->st.remote_waits++;
 		c->cont = nbd_read_finish;
@@ -255,21 +257,59 @@ static int nbd_write_synced(struct nbd_conn *c)
 	return nbd_write_answer(c);
 }
 
-static int nbd_write_run(struct nbd_conn *c)
+/* The job with a FUA write's pages is back: sync them, or answer its error. */
+static int nbd_write_behind_done(struct nbd_conn *c)
+{
+	if (!c->err)
+		return nbd_sync_start(c, nbd_write_synced);
+	return nbd_write_answer(c);
+}
+
+/*
+ * Every page is stored (and the refused ones written to the file): punch
+ * what a discard dropped, write a FUA request's pages behind and sync, answer.
+ */
+static int nbd_write_tail(struct nbd_conn *c)
 {
 	const struct nbd_req *r = &c->req;
 	struct nbd_export *e = c->exp;
 	uint64_t first = r->offset / NBD_PAGE, last = (r->offset + r->len - 1) / NBD_PAGE;
 	uint64_t fb = (r->offset + NBD_PAGE - 1) / NBD_PAGE, end = (r->offset + r->len) / NBD_PAGE;
-	bool discard = nbd_discards(r);
+	bool fua = !c->err && (r->flags & NBD_CMD_FLAG_FUA) && e->fd >= 0;
+
+	if (nbd_discards(r) && e->fd >= 0 && fb < end)
+		nbd_discard_backing(c, fb, end - 1);
+	if (fua)
+		nbd_write_fua(c, first, last);
+	if (nbd_file_submit(c)) {
+		c->cont = fua ? nbd_write_behind_done : nbd_write_answer;
+		return 1;
+	}
+	if (fua)
+		return nbd_write_behind_done(c);
+	return nbd_write_answer(c);
+}
+
+static int nbd_write_run(struct nbd_conn *c)
+{
+	const struct nbd_req *r = &c->req;
+	struct nbd_export *e = c->exp;
+	uint64_t first = r->offset / NBD_PAGE, last = (r->offset + r->len - 1) / NBD_PAGE;
 	unsigned done = 0;
 	int rc;
 
 	for (; c->cursor <= last; c->cursor++) {
 		const uint8_t *page = nbd_write_page(c, c->cursor, first);
 
-		if (done++ == NBD_SLICE_PAGES)
+		if (done++ == NBD_SLICE_PAGES) {
+			/* this slice's refused pages go to the file; the job's
+			 * return is the yield (other connections run meanwhile) */
+			if (nbd_file_submit(c)) {
+				c->cont = nbd_write_run;
+				return 1;
+			}
 			return nbd_yield(c, nbd_write_run, 0);
+		}
 		/* A page of zeros takes no room at all: the export's bitmaps say
 		 * it reads as zeros (as zram's same-filled pages). In the tier
 		 * it would cost its index entry, charged to local_mb: a 4 GiB
@@ -290,14 +330,7 @@ static int nbd_write_run(struct nbd_conn *c)
 		if (rc && !c->err)
 			c->err = rc;
 	}
-	if (discard && e->fd >= 0 && fb < end)
-		nbd_discard_backing(e, fb, end - 1);
-	if (!c->err && (r->flags & NBD_CMD_FLAG_FUA) && e->fd >= 0) {
-		c->err = nbd_write_fua(c, first, last);
-		if (!c->err)
-			return nbd_sync_start(c, nbd_write_synced);
-	}
-	return nbd_write_answer(c);
+	return nbd_write_tail(c);
 }
 
 void nbd_room_cb(void *arg, int result)
@@ -365,6 +398,7 @@ static int nbd_do_write(struct nbd_conn *c)
 		else if (rc < 0 && !c->err)
 			c->err = rc;
 	}
+	nbd_file_submit(c); /* edges the backing file alone holds */
 	if (--c->pending) {
 		c->srv->st.remote_waits++;
 		c->cont = nbd_write_merge;
