@@ -196,6 +196,7 @@ struct cluster *cluster_create(struct ev_loop *loop, const struct config *cfg,
 	}
 	c->loop = loop;
 	c->self = *self;
+	peer_resolve(self->name, self->host, c->self_ip);
 	snprintf(c->name, sizeof(c->name), "%s",
 		 cfg->cluster_name[0] ? cfg->cluster_name : CLUSTER_DEFAULT_NAME);
 	c->heartbeat_ms = cfg->heartbeat_ms;

@@ -110,6 +110,7 @@ enum peer_state {
 struct cluster_peer {
 	struct cluster *c;
 	struct config_node node;
+	char ip[16];	  /* node.host resolved once, when the peer is made ("": not resolvable then) */
 	ev_timer redial;  /* next dial (dialer only) */
 	ev_timer dead;	  /* fires dead_after_ms after the last frame */
 	ev_timer lease;	  /* fires orphan_after_ms after it became unreachable */
@@ -188,6 +189,7 @@ struct cluster {
 	struct transport *t;  /* TCP: always listening */
 	struct transport *rt; /* RDMA: when our transport resolved to rdma, else NULL */
 	struct config_node self;
+	char self_ip[16]; /* self.host resolved once, at start: dials bind to it */
 	char name[CONFIG_NAME_MAX];
 	unsigned heartbeat_ms, dead_after_ms, timeout_ms;
 	/* [limits] (link_limits.c): unauthenticated inbound links and their deadline */
@@ -249,6 +251,8 @@ void cluster_on_close(void *arg, struct tconn *conn, const char *reason);
 
 /* peer.c: heartbeats, life and death, dialing, one-sided reads */
 void peer_publish(struct cluster_peer *p);
+/* host as an IPv4 literal in ip[16], resolved now ("" and a warning when it cannot be). */
+void peer_resolve(const char *what, const char *host, char *ip);
 void peer_init(struct cluster *c, struct cluster_peer *p, const struct config_node *node,
 	       uint32_t self);
 uint64_t peer_session(const struct cluster_peer *p);

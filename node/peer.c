@@ -4,8 +4,10 @@
  * tcp), and one-sided reads over a peer's current link.
  */
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/sock.h"
 #include "node/clock.h"
 #include "node/cluster_int.h"
 #include "node/log.h"
@@ -427,10 +430,29 @@ static struct transport *peer_transport(struct cluster_peer *p)
 	return c->rt;
 }
 
+/*
+ * host resolved to an IPv4 literal in ip (16 bytes), once, so dials do not
+ * resolve names on the loop; "" (and a warning) when it cannot be now: the
+ * dials then resolve it each time. Called at start and by a reload.
+ */
+void peer_resolve(const char *what, const char *host, char *ip)
+{
+	struct sockaddr_in sa;
+
+	ip[0] = '\0';
+	if (!*host || !strcmp(host, "*") || !strcmp(host, "0.0.0.0"))
+		return;
+	if (sock_resolve_ipv4(host, 0, false, &sa) ||
+	    !inet_ntop(AF_INET, &sa.sin_addr, ip, 16)) {
+		ip[0] = '\0';
+		log_warn("%s: cannot resolve %s now: each dial resolves it again", what, host);
+	}
+}
+
 void peer_dial(struct cluster_peer *p)
 {
 	struct cluster *c = p->c;
-	const char *bind_host = c->self.host;
+	const char *bind_host = c->self_ip[0] ? c->self_ip : c->self.host;
 	struct cluster_link *l;
 	struct tconn *conn;
 
@@ -440,7 +462,8 @@ void peer_dial(struct cluster_peer *p)
 	if (p->dialed_once)
 		c->st.reconnects++;
 	p->dialed_once = true;
-	conn = transport_connect(peer_transport(p), p->node.host, p->node.port, bind_host);
+	conn = transport_connect(peer_transport(p), p->ip[0] ? p->ip : p->node.host, p->node.port,
+				 bind_host);
 	if (!conn) {
 		c->st.connect_failures++;
 		log_debug("peer %s (%u): connect to %s:%u: %s", p->node.name, p->node.id,
@@ -559,6 +582,7 @@ void peer_init(struct cluster *c, struct cluster_peer *p, const struct config_no
 {
 	p->c = c;
 	p->node = *node;
+	peer_resolve(node->name, node->host, p->ip);
 	p->dialer = node->id > self;
 	p->backoff_ms = CLUSTER_BACKOFF_MIN_MS;
 	ev_timer_init(&p->redial, peer_redial_cb, 0., 0.);

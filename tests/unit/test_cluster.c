@@ -33,6 +33,7 @@
 #include <sodium.h>
 
 #include "node/cluster.h"
+#include "node/cluster_int.h"
 #include "node/linkcrypt.h"
 #include "node/log.h"
 #include "transport/frame.h"
@@ -1558,6 +1559,33 @@ static void write_file(const char *path, const char *data, size_t len, mode_t mo
 	close(fd);
 }
 
+/*
+ * Names are resolved once, when a peer is made, not at each dial on the
+ * loop (issue 11: no name resolution on the loop): a literal stays, a name
+ * becomes its address, an unresolvable one is "" (dials resolve it again);
+ * and a collective whose peer is named "localhost" links up.
+ */
+static void test_names_resolved_once(void **state)
+{
+	struct tnode *a = &w->nodes[0], *b = &w->nodes[1];
+	char ip[16];
+
+	peer_resolve("t", "127.0.0.1", ip);
+	assert_string_equal(ip, "127.0.0.1");
+	peer_resolve("t", "localhost", ip);
+	assert_string_equal(ip, "127.0.0.1");
+	peer_resolve("t", "no-such-host.invalid", ip);
+	assert_string_equal(ip, "");
+	peer_resolve("t", "*", ip);
+	assert_string_equal(ip, "");
+
+	world_config(2);
+	strcpy(w->cfg.nodes[1].host, "localhost"); /* beta, whom alpha dials */
+	node_start(1);
+	node_start(0);
+	assert_true(run_until(linked(0, 1) && a->ups[2] && b->ups[1], 2000));
+}
+
 static void test_load_key(void **state)
 {
 	static const char hex[] = "3b6f2a7c9d1e4f5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f809a1b2c3";
@@ -1629,6 +1657,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_load_key),
+	    cmocka_unit_test_setup_teardown(test_names_resolved_once, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_up, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_three_up, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_heartbeat_rtt, setup, teardown),
