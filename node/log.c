@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +30,7 @@
 
 /* Atomic: every thread logs (the remotify thread too), and the level may be
  * set while they do. */
-static _Atomic enum log_level log_level = LOG_INFO;
+static atomic_int log_level = LOG_INFO; /* an enum log_level */
 
 /* clang-format off */
 static const char *const log_names[] = {
@@ -53,12 +54,12 @@ static const int log_prio[] = {
 /* Relaxed atomics: a reload (SIGHUP) changes the level while other threads log. */
 void log_set_level(enum log_level level)
 {
-	__atomic_store_n(&log_level, level, __ATOMIC_RELAXED);
+	atomic_store_explicit(&log_level, (int)level, memory_order_relaxed);
 }
 
 enum log_level log_get_level(void)
 {
-	return __atomic_load_n(&log_level, __ATOMIC_RELAXED);
+	return (enum log_level)atomic_load_explicit(&log_level, memory_order_relaxed);
 }
 
 int log_level_parse(const char *s)
