@@ -23,7 +23,7 @@ static struct wire_arena fuzz_roomy; /* decodes anything WIRE_MSG_MAX can say...
 static struct wire_arena fuzz_tight; /* ...and this one mostly cannot */
 static Ramster__Item fuzz_items[FUZZ_ITEMS];
 static Ramster__Item *fuzz_item_ptrs[FUZZ_ITEMS];
-static Ramster__Request fuzz_reqs[10];
+static Ramster__Request fuzz_reqs[16];
 static size_t fuzz_n_reqs;
 static volatile uint64_t fuzz_sink; /* keeps the walks below from being optimized out */
 
@@ -35,8 +35,11 @@ static volatile uint64_t fuzz_sink; /* keeps the walks below from being optimize
 
 static void fuzz_add_req(Ramster__Op op, size_t n_items)
 {
-	Ramster__Request *req = &fuzz_reqs[fuzz_n_reqs++];
+	Ramster__Request *req;
 
+	if (fuzz_n_reqs == sizeof(fuzz_reqs) / sizeof(fuzz_reqs[0]))
+		abort(); /* a new template needs a larger table */
+	req = &fuzz_reqs[fuzz_n_reqs++];
 	ramster__request__init(req);
 	req->seq = FUZZ_SEQ;
 	req->op = op;
@@ -68,6 +71,7 @@ static void fuzz_init(void)
 	fuzz_add_req(RAMSTER__OP__OP_POOLS, 0);
 	fuzz_add_req(RAMSTER__OP__OP_DRAIN, 0);
 	fuzz_add_req(RAMSTER__OP__OP_RELOAD, 0);
+	fuzz_add_req(RAMSTER__OP__OP_CLIENTS, 0);
 }
 
 /* Touch every byte the decoded request points at, so ASan sees any stray pointer. */
