@@ -662,6 +662,14 @@ static void test_request_drain(void **state)
 	test_expect_reject(&req, 0, "drain flags are 0 or 1");
 	req.flags = 1;
 	test_expect_reject(&req, 10, "unexpected payload");
+	/* a uuid is for a shared POOL_NEW only (fuzz_wire found a DRAIN passing with one) */
+	{
+		uint8_t u[2] = {0x20, 0x2a};
+
+		req.uuid.data = u;
+		req.uuid.len = sizeof(u);
+		test_expect_reject(&req, 0, "unexpected uuid");
+	}
 }
 
 /* RELOAD: nothing but the op (the node checks who asks). */
