@@ -27,6 +27,10 @@ void counters_foreach(const struct client_env *env, counters_fn fn, void *arg)
 		   "times the loop polled before sleeping (busy_poll_us)");
 		fn(arg, "loop_busy_poll_hits", ss.hits, "... and found work without sleeping");
 		fn(arg, "loop_busy_poll_us", ss.spun_us, "microseconds spent busy polling");
+		fn(arg, "loop_busy_poll_window_us", ss.window_us,
+		   "the polling window now (adapts up to busy_poll_us; 0: sleeps at once)");
+		fn(arg, "loop_busy_poll_grows", ss.grows, "times the polling window grew");
+		fn(arg, "loop_busy_poll_shrinks", ss.shrinks, "times the polling window shrank");
 		spin_foreach_lag(&ss, fn, arg);
 	}
 	if (env->reload)

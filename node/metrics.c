@@ -123,6 +123,7 @@ static const struct metrics_name metrics_names[] = {
 	{ "nbd_bytes_read",         "ramster_nbd_read_bytes_total",        false, 0 },
 	{ "nbd_bytes_written",      "ramster_nbd_written_bytes_total",     false, 0 },
 	{ "loop_busy_poll_us",      "ramster_loop_busy_poll_seconds_total", false, 1e-6 },
+	{ "loop_busy_poll_window_us", NULL, true, 0 },
 };
 /* clang-format on */
 

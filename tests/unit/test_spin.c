@@ -2,7 +2,8 @@
  * test_spin.c - the loop driver with busy polling (node/spin.c), on a real
  * libev loop with a real pipe: a request/reply exchange with a thread whose
  * next request comes soon after each reply is taken by polling (hits), a
- * budget of 0 never polls, timers still fire while the loop polls, and
+ * budget of 0 never polls, a slow peer or an idle loop with a prepare
+ * watcher never opens the window (issue 20), timers still fire while the loop polls, and
  * spin_break stops spin_run from a callback. How many polls hit and how long
  * they spun depend on the scheduler: printed, and judged only where no
  * scheduling could change the answer.
@@ -114,19 +115,105 @@ static void test_quick_peer_hits(void **state)
 	assert_true(st.hits <= st.polls);
 }
 
-/* A peer slower than the budget: the loop polls, finds nothing, sleeps. */
+/*
+ * A peer slower than the budget: every wait is longer than budget_us, so the
+ * window never opens (it would only burn CPU): the loop sleeps at once.
+ */
 static void test_slow_peer_sleeps(void **state)
 {
 	struct spin_stats st = run_ping(20, 5000);
 
 	(void)state;
-	printf("slow peer: %llu of %llu polls hit, %.1f us spun a poll (budget 20 us, gap 5 ms)\n",
+	printf("slow peer: %llu of %llu polls hit, %llu us spun in all (budget 20 us, gap 5 ms)\n",
 	       (unsigned long long)st.hits, (unsigned long long)st.polls,
-	       st.polls ? (double)st.spun_us / (double)st.polls : 0.0);
-	/* every reply is followed by a poll that finds the peer still asleep, so
-	 * the loop sleeps: at least one poll a round, most of them empty */
-	assert_true(st.polls >= ROUNDS);
-	assert_true(st.hits < st.polls / 2);
+	       (unsigned long long)st.spun_us);
+	/* a wait shorter than 20 us can only be a scheduler accident, and each
+	 * opens a window of 10..20 us that the next 5 ms wait closes */
+	assert_true(st.polls < ROUNDS / 4);
+	assert_true(st.spun_us < 20 * ROUNDS / 4);
+	assert_int_equal(st.window_us, 0);
+}
+
+struct idle {
+	struct spin *s;
+	ev_prepare prep; /* pending in every pass, as the cluster's stall watch */
+	ev_timer beat, end;
+	int beats;
+};
+
+static void on_prep(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+	(void)loop;
+	(void)w;
+	(void)revents;
+}
+
+static void on_beat(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct idle *d = w->data;
+
+	(void)loop;
+	(void)revents;
+	d->beats++;
+}
+
+static void on_end(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct idle *d = w->data;
+
+	(void)loop;
+	(void)revents;
+	spin_break(d->s);
+}
+
+static double cpu_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/*
+ * Issue 20: an idle loop with a prepare watcher (pending in every pass) and a
+ * 10 ms heartbeat, at the default budget of 50 us: it must sleep between
+ * beats. Before, the prepare watcher counted as work, the window never closed
+ * and the loop spun a whole core.
+ */
+static void test_idle_with_prepare_sleeps(void **state)
+{
+	struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+	struct idle d = {0};
+	struct spin_stats st;
+	double c0, used;
+
+	(void)state;
+	d.s = spin_create(loop, 50);
+	ev_prepare_init(&d.prep, on_prep);
+	ev_prepare_start(loop, &d.prep);
+	ev_timer_init(&d.beat, on_beat, 0.01, 0.01);
+	d.beat.data = &d;
+	ev_timer_start(loop, &d.beat);
+	ev_timer_init(&d.end, on_end, 0.5, 0);
+	d.end.data = &d;
+	ev_timer_start(loop, &d.end);
+	c0 = cpu_s();
+	spin_run(d.s);
+	used = cpu_s() - c0;
+	spin_get_stats(d.s, &st);
+	printf("idle 500 ms with a prepare watcher: %.1f ms of CPU, %d beats, %llu polls, "
+	       "%llu us spun\n",
+	       used * 1000.0, d.beats, (unsigned long long)st.polls,
+	       (unsigned long long)st.spun_us);
+	assert_true(d.beats >= 10);
+	/* spinning would be ~500 ms of CPU; 50 beats cost well under 50 ms */
+	assert_true(used < 0.05);
+	assert_true(st.spun_us < 5000);
+	assert_int_equal(st.window_us, 0);
+	ev_prepare_stop(loop, &d.prep);
+	ev_timer_stop(loop, &d.beat);
+	spin_destroy(d.s);
+	ev_loop_destroy(loop);
 }
 
 /* Budget 0: plain ev_run, no polling at all. */
@@ -231,6 +318,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_quick_peer_hits),
 	    cmocka_unit_test(test_slow_peer_sleeps),
+	    cmocka_unit_test(test_idle_with_prepare_sleeps),
 	    cmocka_unit_test(test_zero_budget_never_polls),
 	    cmocka_unit_test(test_timers_fire_while_polling),
 	    cmocka_unit_test(test_loop_lag),
