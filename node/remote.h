@@ -58,6 +58,13 @@ void remote_ping(struct remote *r, uint32_t node, const void *page, void *back, 
  * @return a token for remote_wait_cancel.
  */
 void *remote_wait_room(struct remote *r, unsigned ms, void (*cb)(void *arg), void *arg);
+
+/*
+ * A page was stored in the tier (store.c, after each put): wakes the remotify
+ * thread if it dozes, so an idle node's thread can sleep. Any thread; one
+ * atomic load unless the thread dozes.
+ */
+void remote_note_put(struct remote *r);
 void remote_wait_cancel(struct remote *r, void *token);
 
 /*

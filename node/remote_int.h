@@ -34,7 +34,11 @@
 
 #define REMOTIFY_INFLIGHT 32      /* frames handed to the loop and not done */
 #define REMOTIFY_IDLE_MS 5        /* how often an idle thread looks at the tier */
+#define REMOTIFY_DOZE_LOOKS 20    /* idle looks with no change before the thread dozes */
+#define REMOTIFY_DOZE_MS 1000     /* a dozing thread's look (a put wakes it sooner) */
 #define REMOTIFY_BACKOFF_MS 50    /* pause after a frame found no peer */
+#define GET_RETRY_MIN_MS 10       /* a get whose live holders all timed out asks again, */
+#define GET_RETRY_MAX_MS 500      /* ... after a pause that doubles up to this */
 #define REMOTIFY_TRIES 3          /* peers tried for one page (plus one per extra copy) */
 #define REPAIR_INFLIGHT 16        /* re-replications at once */
 #define REPAIR_TICK_MS 10         /* the repair walk's pace */
@@ -95,6 +99,8 @@ struct remotify_ctl {
 	unsigned inflight;          /* frames queued or in flight */
 	uint64_t backoff_until_ns;  /* no peer could take a page: pause */
 	uint64_t frames_taken;
+	uint64_t dozes, kicks;      /* times the thread dozed; puts that woke it */
+	atomic_bool dozing;         /* read without th.lock by remote_note_put */
 };
 
 /* ---- remote flushes (remote.c) ---------------------------------------------------- */
@@ -142,7 +148,11 @@ struct rget {
 	unsigned n_order, next;
 	bool by_message;             /* a one-sided read failed: ask the same holder again */
 	unsigned attempt_ms;         /* each asked within this */
-	int failed;                  /* why a holder was passed over (-ETIMEDOUT: unreachable) */
+	int failed;                  /* why a holder was passed over */
+	bool transient;              /* a live holder failed in a way that passes (a timeout) */
+	unsigned retries;            /* rounds asked again (get_retry) */
+	ev_timer retry;              /* the wait before the next round */
+	struct rget *rprev, *rnext;  /* on r->retrying while retry runs */
 	void *page;
 	remote_get_fn cb;
 	void *arg;
@@ -201,6 +211,7 @@ struct remote {
 	struct handoff flushes;     /* flushes queued under bucket locks (its own leaf lock) */
 
 	struct room_wait *waiters;  /* loop only */
+	struct rget *retrying;      /* loop only: gets waiting to ask their holders again */
 	struct flog flog[65];       /* loop only: per holder id */
 	struct owner_lease owner[65]; /* loop only: per owner id */
 	bool closing;               /* loop only: remote_destroy, no new requests from callbacks */
@@ -208,7 +219,7 @@ struct remote {
 	/* counters: loop only */
 	uint64_t frames_done, frames_partial;
 	uint64_t pages_sent, pages_placed, pages_failed, retries, no_target, stale_flushes;
-	uint64_t gets, get_hits, get_lost, get_misses, get_unreachable;
+	uint64_t gets, get_hits, get_lost, get_misses, get_unreachable, get_retries;
 	uint64_t flushes_sent, flush_retries;
 	atomic_uint_fast64_t flushes_dropped; /* also bumped by flush_queue on any thread */
 	uint64_t served_puts, served_puts_refused, served_gets,
@@ -252,6 +263,8 @@ int remotify_start(struct remote *r);  /* the thread; 0 or -errno (last thing ma
 void remotify_stop(struct remote *r);  /* join it, put the frames queued back on the LRU */
 void remotify_fini(struct remote *r);  /* end the waits for room; th's lock and cond */
 
+/* repatriate.c: gets waiting to ask again end (-ECANCELED): remote_destroy */
+void remote_gets_cancel(struct remote *r);
 /* repatriate.c: the live holders of s, nearest first (heartbeat RTT) */
 unsigned remote_holders_by_rtt(struct remote *r, const struct replica_set *s,
 			       uint8_t order[REPLICA_MAX]);

@@ -336,10 +336,54 @@ static void cond_wait_ms(struct remote *r, unsigned ms)
 	pthread_cond_timedwait(&r->th.cond, &r->th.lock, &ts);
 }
 
+/*
+ * An idle thread dozes: it looks every REMOTIFY_IDLE_MS while the tier's use
+ * changes, and after REMOTIFY_DOZE_LOOKS looks that saw neither a change nor
+ * a reason to work it looks only every REMOTIFY_DOZE_MS; the next put wakes
+ * it (remote_note_put). Before, an idle node woke this thread 200 times a
+ * second for nothing (issue 20). dozing is set before the last look at the
+ * tier, and a put reads it after it stored its page: either the look sees
+ * the put, or the put sees the doze and wakes the thread.
+ */
+static void remotify_idle(struct remote *r, unsigned usage, unsigned *last, unsigned *still)
+{
+	if (usage != *last) {
+		*last = usage;
+		*still = 0;
+	}
+	if (++*still < REMOTIFY_DOZE_LOOKS) {
+		cond_wait_ms(r, REMOTIFY_IDLE_MS);
+		return;
+	}
+	atomic_store(&r->th.dozing, true);
+	if (zcache_usage_pct(r->z) != usage) { /* a put slipped in: look again */
+		atomic_store(&r->th.dozing, false);
+		return;
+	}
+	r->th.dozes++;
+	cond_wait_ms(r, REMOTIFY_DOZE_MS);
+	/* woken by a put (it cleared dozing): look closely again; else doze on */
+	if (!atomic_exchange(&r->th.dozing, false))
+		*still = 0;
+}
+
+void remote_note_put(struct remote *r)
+{
+	if (!atomic_load_explicit(&r->th.dozing, memory_order_seq_cst))
+		return;
+	pthread_mutex_lock(&r->th.lock);
+	if (atomic_exchange(&r->th.dozing, false)) {
+		r->th.kicks++;
+		pthread_cond_signal(&r->th.cond);
+	}
+	pthread_mutex_unlock(&r->th.lock);
+}
+
 static void *remotify_main(void *arg)
 {
 	struct remote *r = arg;
 	bool active = false, pers_first = true, rem_pers, rem_eph;
+	unsigned last = ~0u, still = 0;
 
 	pthread_mutex_lock(&r->th.lock);
 	while (!r->th.stop) {
@@ -351,8 +395,12 @@ static void *remotify_main(void *arg)
 			active = true;
 		else if (usage < r->low)
 			active = false;
-		if (!active || r->th.inflight >= REMOTIFY_INFLIGHT ||
-		    clock_now_ns() < r->th.backoff_until_ns) {
+		if (!active) {
+			remotify_idle(r, usage, &last, &still);
+			continue;
+		}
+		still = 0;
+		if (r->th.inflight >= REMOTIFY_INFLIGHT || clock_now_ns() < r->th.backoff_until_ns) {
 			cond_wait_ms(r, REMOTIFY_IDLE_MS);
 			continue;
 		}

@@ -106,6 +106,8 @@ static int put_try(struct store *s, struct store_req *q)
 	struct tmem_pool_info info = {0};
 	uint64_t now;
 
+	if (s->remote && (!rc || rc == -ENOSPC))
+		remote_note_put(s->remote); /* the tier grew, or is full: remotify looks */
 	if (rc != -ENOSPC || !s->remote || q->waited_out) {
 		if (!rc)
 			q->wait_start = 0; /* progress: the next put has its own budget */
