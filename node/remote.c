@@ -451,6 +451,7 @@ void remote_destroy(struct remote *r)
 	repair_stop(r);
 	drain_stop(r);
 	r->closing = true;
+	remote_gets_cancel(r);
 	/* In-flight requests are cancelled (their callbacks finish the frames). */
 	cluster_destroy(r->cl);
 	r->cl = NULL;
@@ -512,6 +513,9 @@ void remote_foreach_stat(struct remote *r,
 #define R(f, h) fn(arg, "remote_" #f, r->f, h)
 	pthread_mutex_lock(&r->th.lock);
 	fn(arg, "remote_frames_taken", r->th.frames_taken, "frames the remotify thread took (zombies)");
+	fn(arg, "remote_remotify_dozes", r->th.dozes,
+	   "times the idle remotify thread dozed (looks once a second until a put)");
+	fn(arg, "remote_remotify_kicks", r->th.kicks, "puts that woke the dozing remotify thread");
 	pthread_mutex_unlock(&r->th.lock);
 	R(frames_done, "of those, finished");
 	R(frames_partial, "frames none of whose pages could be placed (back on the LRU)");
@@ -525,7 +529,8 @@ void remote_foreach_stat(struct remote *r,
 	R(get_hits, "repatriated pages returned");
 	R(get_lost, "persistent remote pages lost (-EIO)");
 	R(get_misses, "ephemeral remote pages missing");
-	R(get_unreachable, "gets that found their holder unreachable past request_timeout_ms (that call failed, the page kept)");
+	R(get_unreachable, "gets that found a holder unreachable (they wait for it: the page is kept)");
+	R(get_retries, "times a get asked its holders again (a timeout or a lost link, the holder alive)");
 	R(flushes_sent, "remote flushes sent (page, object, pool)");
 	R(flush_retries, "remote flushes resent after a timeout");
 	fn(arg, "remote_flushes_dropped", atomic_load(&r->flushes_dropped),

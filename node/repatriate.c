@@ -2,12 +2,20 @@
  * repatriate.c - gets of pages that live on peers: the live holders are
  * asked nearest first (one-sided RDMA READ where the holder named a key on
  * the current link, else P_GET), each within request_timeout_ms / holders;
- * an unreachable holder is asked last, and a get whose only copy is there
- * waits for it (the request is sent when its link is back) up to
- * request_timeout_ms, then fails that call alone: the page is kept;
- * the answer's seal is opened against our descriptor (seal.h: this page,
- * this version, these bytes; a copy that fails asks the next holder) and
- * the page settled in the tier.
+ * an unreachable holder is asked last (the request waits for its link). The
+ * answer's seal is opened against our descriptor (seal.h: this page, this
+ * version, these bytes; a copy that fails asks the next holder) and the page
+ * settled in the tier.
+ *
+ * Unreachable is not lost (issue 20): a persistent get whose holders all
+ * failed, some of them only by a timeout or a full queue (a lost link, a
+ * storm of link resets, a pause, a partition), asks them again after a pause
+ * (GET_RETRY_MIN_MS doubling to GET_RETRY_MAX_MS), from the descriptor as it
+ * is then, for as long as one of them is alive (the same epoch: not
+ * restarted, its lease not expired). A persistent get answers -EIO only when
+ * every copy is gone or refused (a bad seal, a holder that lost it). Gets are
+ * idempotent (a persistent get never deletes), so asking again is safe. An
+ * ephemeral get is not retried: a miss is a right answer for it, and faster.
  */
 
 #include <errno.h>
@@ -80,6 +88,106 @@ static void get_finish(struct rget *g, int result, const uint8_t *payload, size_
 }
 
 static void get_ask(struct rget *g);
+static bool get_retry_later(struct rget *g);
+
+/* A holder's failure that may pass: no answer in time, or no room to ask now. */
+static bool get_transient(int err)
+{
+	return err == -ETIMEDOUT || err == -EAGAIN || err == -ENOMEM || err == -ENOBUFS;
+}
+
+static void get_unlink(struct rget *g)
+{
+	struct remote *r = g->r;
+
+	ev_timer_stop(r->loop, &g->retry);
+	if (g->rprev)
+		g->rprev->rnext = g->rnext;
+	else
+		r->retrying = g->rnext;
+	if (g->rnext)
+		g->rnext->rprev = g->rprev;
+	g->rprev = g->rnext = NULL;
+}
+
+/* The retry pause ended: look the page up again (it may have come home, been
+ * flushed or moved meanwhile) and ask its holders as they are now. */
+static void get_retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct rget *g = container_of(w, struct rget, retry);
+	struct remote *r = g->r;
+	uint64_t pampd = g->pampd;
+	int rc;
+
+	(void)loop;
+	(void)revents;
+	get_unlink(g);
+	r->get_retries++;
+	rc = tmem_get_ex(r->t, g->h.pool, &g->h.oid, g->h.index, g->page, &pampd);
+	if (rc != -EREMOTE) {
+		/* here now (0), or flushed meanwhile (-ENOENT): tmem counted it */
+		if (rc == 0)
+			r->get_hits++;
+		g->cb(g->arg, rc);
+		free(g);
+		return;
+	}
+	if (zcache_remote_holders(r->z, pampd, &g->set)) {
+		g->transient = true; /* changed under us: the next round looks again */
+		if (!get_retry_later(g))
+			get_finish(g, -EIO, NULL, 0);
+		return;
+	}
+	g->pampd = pampd;
+	g->n_order = remote_holders_by_rtt(r, &g->set, g->order);
+	g->next = 0;
+	g->failed = 0;
+	g->transient = false;
+	g->by_message = false;
+	get_ask(g);
+}
+
+/*
+ * Every holder was asked and none answered: if some failed only for now and a
+ * holder of the page is still alive, ask again after a pause. @return true if
+ * the get waits for that (and the caller must not touch g), false to finish.
+ */
+static bool get_retry_later(struct rget *g)
+{
+	struct remote *r = g->r;
+	unsigned k, ms;
+	bool alive = false;
+
+	if (!g->pers || !g->transient || r->closing)
+		return false;
+	for (k = 0; k < g->set.n && !alive; k++)
+		alive = cluster_alive(r->cl, g->set.node[k], g->set.epoch[k]);
+	if (!alive)
+		return false; /* every holder is gone: the page is */
+	ms = GET_RETRY_MIN_MS << (g->retries < 6 ? g->retries : 6);
+	if (ms > GET_RETRY_MAX_MS)
+		ms = GET_RETRY_MAX_MS;
+	g->retries++;
+	ev_timer_init(&g->retry, get_retry_cb, ms / 1000.0, 0);
+	ev_timer_start(r->loop, &g->retry);
+	g->rprev = NULL;
+	g->rnext = r->retrying;
+	if (g->rnext)
+		g->rnext->rprev = g;
+	r->retrying = g;
+	return true;
+}
+
+/* The node stops: gets waiting to ask again end (-ECANCELED, their clients are going). */
+void remote_gets_cancel(struct remote *r)
+{
+	while (r->retrying) {
+		struct rget *g = r->retrying;
+
+		get_unlink(g);
+		get_finish(g, -ECANCELED, NULL, 0);
+	}
+}
 
 static void get_cb(void *arg, int result, const Ramster__Peer__Msg *reply, const uint8_t *payload,
 		   size_t plen)
@@ -93,11 +201,15 @@ static void get_cb(void *arg, int result, const Ramster__Peer__Msg *reply, const
 		r->seal_failures++;
 		result = -EILSEQ;
 	}
+	if (result && get_transient(result))
+		g->transient = true;
 	if (result && result != -ECANCELED && g->next < g->n_order) {
 		r->get_fallovers++;
 		get_ask(g);
 		return;
 	}
+	if (result && result != -ECANCELED && get_retry_later(g))
+		return;
 	/* the last copy failed its seal: -EIO (zcache counts it lost), no byte of it used */
 	get_finish(g, result, result ? NULL : g->plain, result ? 0 : g->set.len);
 }
@@ -132,6 +244,7 @@ static void get_ask(struct rget *g)
 	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
 	Ramster__Peer__Page pg;
 	unsigned attempt;
+	int rc;
 
 	while (g->next < g->n_order) {
 		unsigned slot = g->order[g->next++];
@@ -144,30 +257,25 @@ static void get_ask(struct rget *g)
 			return;
 		g->by_message = false;
 		attempt = g->attempt_ms;
-		if (!cluster_reachable(r->cl, node, g->set.epoch[slot])) {
-			/* unreachable: wait for it at most request_timeout_ms from the
-			 * start of its silence (a later get of its pages fails at once,
-			 * that call alone: the page is kept for its return) */
-			uint64_t silent = cluster_silent_ms(r->cl, node);
-
-			if (silent >= r->timeout_ms) {
-				r->get_unreachable++;
-				g->failed = -ETIMEDOUT;
-				continue;
-			}
-			if (attempt > r->timeout_ms - silent)
-				attempt = (unsigned)(r->timeout_ms - silent);
-		}
+		/* unreachable: the request waits for its link (pending.c), and a
+		 * timeout asks again (get_retry) while the holder is alive */
+		if (!g->retries && !cluster_reachable(r->cl, node, g->set.epoch[slot]))
+			r->get_unreachable++;
 
 		remote_page_init(&pg, &g->h,
 				 (g->pers ? PAGE_PERSISTENT : 0) | (g->destructive ? PAGE_DELETE : 0),
 				 0);
 		m.op = RAMSTER__PEER__OP__P_GET;
 		m.page = &pg;
-		if (cluster_request(r->cl, node, &m, NULL, 0, attempt, get_cb, g) == 0)
+		rc = cluster_request(r->cl, node, &m, NULL, 0, attempt, get_cb, g);
+		if (rc == 0)
 			return;
+		if (get_transient(rc))
+			g->transient = true;
 		r->get_fallovers++;
 	}
+	if (get_retry_later(g))
+		return;
 	get_finish(g, g->failed ? g->failed : -EHOSTDOWN, NULL, 0);
 }
 

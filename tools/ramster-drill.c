@@ -400,6 +400,12 @@ static void write_config(unsigned replicas)
 	 * request_timeout_ms: above the pause, no get fails */
 	if (drill_pause())
 		fprintf(f, "request_timeout_ms = %.0f\n", hold_ms() + 3000);
+	/* a killed holder is only unreachable to its owners until its lease ends
+	 * (issue 20: a get waits for a live holder rather than report its page
+	 * lost); a lease of 2 s past dead_after_ms lets the drill see the pages
+	 * that had no other copy go, as the default 10 min would in production */
+	else
+		fprintf(f, "orphan_after_ms = %u\n", o.dead_after_ms + 2000);
 	for (i = 1; i <= o.nodes; i++) {
 		char sock[128];
 

@@ -19,9 +19,16 @@ takes frames 1 and 2), does MODE:
              in the clear (what the relay saw obeyed before link AEAD)
     splice   keep frame K of the first connection, end that connection;
              on the next connection send the kept frame before its frame K
+    storm    K faults in all, once the file CAPTURE.go exists (the test makes
+             it when it starts reading back): on each connection, at its
+             F-th frame after the go (F = 3 + connection id * 7 % 40), flip
+             one bit (odd faults: the acceptor refuses the frame and closes)
+             or reset both sides at once (even faults: SO_LINGER 0, a TCP RST
+             that loses whatever was in flight either way)
 
 What it did goes to stderr, one line, "relay: MODE done on frame K".
 """
+import os
 import select
 import socket
 import struct
@@ -45,7 +52,16 @@ def main():
     ls.bind(("127.0.0.1", port))
     ls.listen(8)
     cap = open(capture, "ab", buffering=0)
-    state = {"done": False, "kept": None, "conns": 0}
+    state = {"done": False, "kept": None, "conns": 0, "storms": 0}
+    go = capture + ".go"
+
+    def reset(conn):
+        for s in (conn["a"], conn["b"]):
+            try:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            except OSError:
+                pass
+        close_conn(conn)
     pairs = {}  # sock -> (peer sock, direction 'up' (dialer->acceptor) or 'down', conn)
 
     def log(what):
@@ -71,6 +87,27 @@ def main():
                 break
             f, conn["buf"] = conn["buf"][:n], conn["buf"][n:]
             conn["frames"] += 1
+            if mode == "storm":
+                if state["storms"] >= k or not (conn["armed"] or os.path.exists(go)):
+                    out += f
+                    continue
+                conn["armed"] += 1
+                if conn["armed"] < 3 + conn["id"] * 7 % 40:
+                    out += f
+                    continue
+                state["storms"] += 1
+                conn["armed"] = 0
+                if state["storms"] % 2:
+                    b = bytearray(f)
+                    b[HDR + mlen // 2] ^= 0x10
+                    out += bytes(b)
+                    conn["end_after"] = True
+                else:
+                    conn["reset"] = True
+                log("storm %d: %s on frame %d of connection %d" %
+                    (state["storms"], "flip" if state["storms"] % 2 else "reset",
+                     conn["frames"], conn["id"]))
+                return out
             if state["done"] or conn["frames"] != k or mode == "record":
                 out += f
                 continue
@@ -108,7 +145,7 @@ def main():
                     continue
                 state["conns"] += 1
                 conn = {"a": a, "b": b, "buf": b"", "frames": 0, "id": state["conns"],
-                        "end": False}
+                        "end": False, "armed": 0, "reset": False, "end_after": False}
                 pairs[a] = (b, "up", conn)
                 pairs[b] = (a, "down", conn)
                 continue
@@ -125,6 +162,9 @@ def main():
             cap.write(data)
             if direction == "up":
                 data = up_frames(conn, data)
+                if conn["reset"]:
+                    reset(conn)
+                    continue
             try:
                 if data:
                     other.sendall(data)
