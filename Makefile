@@ -97,7 +97,7 @@ UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 INTEG_SRC := $(wildcard tests/integration/test_*.c)
 INTEG_BIN := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(INTEG_SRC))
 
-.PHONY: all check check-suite unit integration bench fuzz fuzz-run install demo asan tsan clean \
+.PHONY: all check check-suite unit integration bench perf-check fuzz fuzz-run install demo asan tsan clean \
         format deps deps-if-missing
 all: $(BINS) $(LIBRAMSTER)
 
@@ -247,6 +247,11 @@ fuzz-run: fuzz
 # ---- benchmarks ---------------------------------------------------------------
 bench: all $(BUILD)/tools/far-workload
 	tools/bench.sh $(BUILD)/bin
+
+# a guard against CPU and latency regressions (issue 20): idle cost and a short
+# collective benchmark's ratios, with loose limits (tools/perf-check.sh)
+perf-check: all
+	tools/perf-check.sh $(BUILD)/bin
 
 # bench-far.sh's workload (not installed)
 $(BUILD)/tools/far-workload: $(call obj,tools/far-workload.c)

@@ -182,12 +182,18 @@ echo "  pages left on the peers after each pool destroy (all phases): $left"
 r=$(json ratio_repat_ping)
 r0=$(json ratio_repat_baseline)
 echo
-echo "floors (repatriate p50 over a baseline measured in this run):"
+echo "floors (over baselines measured in this run):"
 printf '  %-60s %6s  %s\n' "<= 1.5 x one 4 KiB request/reply over the node's client socket" "${r:-n/a}" \
 	"$(verdict "$r" 1.5)"
 printf '  %-60s\n' "    relayed over the same TCP path to a peer (ramster_ping via the node)"
 echo "  for reference, against bare echo servers in the bench's own process (unix + tcp):" \
 	"$r0; with echo server processes: $(j ratio_repat_baselinep)"
+# remotify keeps up with the client: pages/s leaving node 1 while remotify is
+# active over the client's batched put rate of the same phases (issue 20)
+rr=$(awk -v a="$(json remotify_pps)" -v b="$(json put_pps)" \
+	'BEGIN { if (a == "" || b == "" || b + 0 == 0) print ""; else printf "%.3f", a / b }')
+printf '  %-60s %6s  %s\n' ">= 0.8 x the client's batched put rate: remotify pages/s" "${rr:-n/a}" \
+	"$(awk -v v="$rr" 'BEGIN { if (v == "") print "n/a"; else print (v + 0 >= 0.8) ? "PASS" : "BELOW" }')"
 # the holders' side: RAM their foreign stores hold (arena chunks with the page
 # records, 16-byte class slack and chunk tails; hash tables; object records)
 # over the compressed bytes they hold for alpha, read at the end of the run
