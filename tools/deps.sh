@@ -6,7 +6,7 @@
 # (man --warnings) and systemd (systemd-analyze verify) are for the tests of
 # them: installing the systemd package in a container only adds files, it
 # starts nothing (its postinst does not run systemd when it is not PID 1).
-# libgnutls28-dev: NBD over TLS (node/nbd_tls.c); gnutls-bin (psktool,
+# libgnutls28-dev: NBD over TLS (node/nbd/nbd_tls.c); gnutls-bin (psktool,
 # certtool) makes the keys test_nbd_tls.sh uses.
 set -euo pipefail
 
