@@ -657,6 +657,30 @@ nomem:
 	return -ENOMEM;
 }
 
+/* The node sends every counter: pick one out of the response, copying nothing else. */
+int ramster_stat(ramster *r, const char *name, uint64_t *value)
+{
+	Ramster__Response *rsp;
+	size_t i;
+	int err;
+
+	if (!name || !value)
+		return -EINVAL;
+	err = ramster_admin(r, RAMSTER__OP__OP_STATS, &rsp);
+	if (err)
+		return err;
+	err = -ENOENT;
+	for (i = 0; i < rsp->n_stats; i++) {
+		if (rsp->stats[i]->name && !strcmp(rsp->stats[i]->name, name)) {
+			*value = rsp->stats[i]->value;
+			err = 0;
+			break;
+		}
+	}
+	ramster__response__free_unpacked(rsp, NULL);
+	return err;
+}
+
 void ramster_stats_free(struct ramster_stat *s, size_t n)
 {
 	size_t i;
