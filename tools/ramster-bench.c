@@ -583,26 +583,6 @@ static int run_inproc(struct result *res, struct result *pair)
 
 /* ---- daemon ----------------------------------------------------------------------- */
 
-static int stat_get(ramster *r, const char *name, uint64_t *v)
-{
-	struct ramster_stat *s;
-	size_t n, i;
-	int rc = ramster_stats(r, &s, &n);
-
-	if (rc < 0)
-		return rc;
-	rc = -ENOENT;
-	for (i = 0; i < n; i++) {
-		if (s[i].name && !strcmp(s[i].name, name)) {
-			*v = s[i].value;
-			rc = 0;
-			break;
-		}
-	}
-	ramster_stats_free(s, n);
-	return rc;
-}
-
 static const char *const tier_stats[] = {
 	"tmem_pages", "tier_stored_pages", "tier_zero_pages", "tier_compressed_bytes",
 	"tier_frames", "tier_meta_bytes",
@@ -619,7 +599,7 @@ static void daemon_read_tier(ramster *r, uint64_t *v)
 
 	daemon_stats_ok = true;
 	for (i = 0; i < NTIER; i++)
-		if (stat_get(r, tier_stats[i], &v[i]) < 0)
+		if (ramster_stat(r, tier_stats[i], &v[i]) < 0)
 			daemon_stats_ok = false;
 }
 

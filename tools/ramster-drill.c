@@ -529,21 +529,15 @@ static ramster *node_open(unsigned node)
 /* A counter of a node; UINT64_MAX if it cannot be read. */
 static uint64_t node_stat(unsigned node, const char *name)
 {
-	struct ramster_stat *s;
-	uint64_t v = UINT64_MAX;
 	ramster *r = node_open(node);
-	size_t n, i;
+	uint64_t v;
+	int rc;
 
 	if (!r)
-		return v;
-	if (ramster_stats(r, &s, &n) == 0) {
-		for (i = 0; i < n; i++)
-			if (!strcmp(s[i].name, name))
-				v = s[i].value;
-		ramster_stats_free(s, n);
-	}
+		return UINT64_MAX;
+	rc = ramster_stat(r, name, &v);
 	ramster_close(r);
-	return v;
+	return rc ? UINT64_MAX : v;
 }
 
 /* How many peers of mask node 1 sees in state (up, connecting, down, dead); adds their pages_lent.
