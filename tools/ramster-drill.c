@@ -37,6 +37,7 @@
 #include <unistd.h>
 #include <math.h>
 
+#include "tools/figures.h"
 #include "tools/jout.h"
 #include "tools/progress.h"
 #include "ramster.h"
@@ -804,22 +805,10 @@ static void lat_add(struct lat *l, double us)
 	l->v[l->n++] = us;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
+/* The pct-th percentile of l's latencies (0 if none); sorts them. */
 static double lat_pct(struct lat *l, double pct)
 {
-	size_t k;
-
-	if (!l->n)
-		return 0;
-	qsort(l->v, l->n, sizeof(*l->v), cmp_double);
-	k = (size_t)(pct / 100.0 * (double)(l->n - 1) + 0.5);
-	return l->v[k];
+	return figures_quantile(l->v, l->n, pct / 100.0);
 }
 
 static void *client_thread(void *arg)

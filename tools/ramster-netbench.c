@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tools/figures.h"
 #include "tools/jout.h"
 #include "ramster.h"
 #include "tools/pagegen.h"
@@ -86,7 +87,7 @@ static uint64_t errors; /* wrong or missing pages, failed calls */
 
 #define note(...) fprintf(stderr, "netbench: " __VA_ARGS__)
 
-/* ---- clocks and figures ------------------------------------------------------------ */
+/* ---- the clock (figures: tools/figures.c) ------------------------------------------ */
 
 static double now(void)
 {
@@ -104,30 +105,6 @@ static void sleep_ms(unsigned ms)
 		;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* The q-quantile (0..1) of n values; sorts v. 0 when n is 0. */
-static double quantile(double *v, size_t n, double q)
-{
-	size_t i;
-
-	if (!n)
-		return 0;
-	qsort(v, n, sizeof(*v), cmp_double);
-	i = (size_t)(q * (double)(n - 1) + 0.5);
-	return v[i < n ? i : n - 1];
-}
-
-static double median(double *v, size_t n)
-{
-	return quantile(v, n, 0.5);
-}
-
 /* One measured path: each round's p50 and p99, in µs. */
 struct series {
 	double p50[ROUNDS_MAX], p99[ROUNDS_MAX];
@@ -139,8 +116,8 @@ static void series_add(struct series *s, double *lat, size_t n)
 {
 	if (!n || s->n >= ROUNDS_MAX)
 		return;
-	s->p50[s->n] = quantile(lat, n, 0.5);
-	s->p99[s->n] = quantile(lat, n, 0.99);
+	s->p50[s->n] = figures_quantile(lat, n, 0.5);
+	s->p99[s->n] = figures_quantile(lat, n, 0.99);
 	s->n++;
 	s->calls += n;
 }
@@ -150,7 +127,7 @@ static double series_p50(const struct series *s)
 	double v[ROUNDS_MAX];
 
 	memcpy(v, s->p50, sizeof(v));
-	return median(v, s->n);
+	return figures_median(v, s->n);
 }
 
 static double series_p99(const struct series *s)
@@ -158,7 +135,7 @@ static double series_p99(const struct series *s)
 	double v[ROUNDS_MAX];
 
 	memcpy(v, s->p99, sizeof(v));
-	return median(v, s->n);
+	return figures_median(v, s->n);
 }
 
 /* ---- pages ------------------------------------------------------------------------- */
@@ -974,7 +951,7 @@ static double put_median(const struct report *rp, size_t off)
 
 	for (i = 0; i < rp->nput; i++)
 		v[i] = *(const double *)((const char *)&rp->put[i] + off);
-	return median(v, rp->nput);
+	return figures_median(v, rp->nput);
 }
 
 #define PUT_MED(rp, field) put_median(rp, offsetof(struct put_fig, field))
