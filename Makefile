@@ -166,7 +166,9 @@ $(BUILD)/bin/ramster-netbench: $(call obj,tools/ramster-netbench.c) $(PAGEGEN_OB
 $(BUILD)/bin/ramster-run: $(call obj,tools/ramster-run.c) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(WIRE_LIBS)
-$(BUILD)/bin/ramster-drill: $(call obj,tools/ramster-drill.c) $(JOUT_OBJ) $(PROGRESS_OBJ) $(FIGURES_OBJ) $(BUILD)/lib/libramster.a
+# ramster-drill: tools/drill/, one file a job (tools/drill/drill.h)
+DRILL_OBJ := $(call obj,$(wildcard tools/drill/*.c))
+$(BUILD)/bin/ramster-drill: $(DRILL_OBJ) $(JOUT_OBJ) $(PROGRESS_OBJ) $(FIGURES_OBJ) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(WIRE_LIBS) $(JSON_LIBS)
 
