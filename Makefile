@@ -160,7 +160,9 @@ $(BUILD)/bin/ramsterctl: $(call obj,tools/ramsterctl.c) $(PROGRESS_OBJ) $(BUILD)
 $(BUILD)/bin/ramster-bench: $(call obj,tools/ramster-bench.c) $(PAGEGEN_OBJ) $(JOUT_OBJ) $(PROGRESS_OBJ) $(FIGURES_OBJ) $(BUILD)/lib/libramster.a $(BUILD)/lib/libtier.a
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(TIER_LIBS) $(WIRE_LIBS) $(JSON_LIBS)
-$(BUILD)/bin/ramster-netbench: $(call obj,tools/ramster-netbench.c) $(PAGEGEN_OBJ) $(JOUT_OBJ) $(FIGURES_OBJ) $(BUILD)/lib/libramster.a
+# ramster-netbench: tools/netbench/, one file a noun (tools/netbench/netbench.h)
+NETBENCH_OBJ := $(call obj,$(wildcard tools/netbench/*.c))
+$(BUILD)/bin/ramster-netbench: $(NETBENCH_OBJ) $(PAGEGEN_OBJ) $(JOUT_OBJ) $(FIGURES_OBJ) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(WIRE_LIBS) $(JSON_LIBS)
 $(BUILD)/bin/ramster-run: $(call obj,tools/ramster-run.c) $(BUILD)/lib/libramster.a
