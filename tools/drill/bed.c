@@ -437,7 +437,7 @@ uint64_t replicas_settle(void)
  * the detection floor's slack.
  */
 double wait_peers(ramster *r1, unsigned mask, const char *state, bool all, double t0,
-			 double limit_ms)
+		  double limit_ms)
 {
 	for (;;) {
 		unsigned k = peers_in(r1, mask, state, NULL);

@@ -124,8 +124,7 @@ uint64_t set_write(ramster *r, unsigned set)
 }
 
 /* Read back every accepted page of a set. before: record ephemeral misses as the baseline. */
-void set_verify(ramster *r, unsigned set, uint64_t from, uint64_t n, struct tally *t,
-		       bool before)
+void set_verify(ramster *r, unsigned set, uint64_t from, uint64_t n, struct tally *t, bool before)
 {
 	struct pset *s = &sets[set];
 	static unsigned char buf[BATCH][PAGE], want[PAGE];
