@@ -88,6 +88,8 @@ PAGEGEN_OBJ := $(call obj,tools/pagegen.c)
 JOUT_OBJ := $(call obj,tools/jout.c)
 # the tools' progress lines (tools/progress.c)
 PROGRESS_OBJ := $(call obj,tools/progress.c)
+# the tools' quantiles and medians (tools/figures.c)
+FIGURES_OBJ := $(call obj,tools/figures.c)
 # the client library needs only the client protocol
 LIBWIRE_OBJ := $(call obj,proto/wire.c $(BUILD)/gen/proto/client.pb-c.c) $(COMMON_OBJ)
 
@@ -159,16 +161,20 @@ $(BUILD)/bin/ramsterd: $(call obj,node/main.c) $(BUILD)/lib/libnode.a $(BUILD)/l
 $(BUILD)/bin/ramsterctl: $(call obj,tools/ramsterctl.c) $(PROGRESS_OBJ) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(WIRE_LIBS) $(JSON_LIBS)
-$(BUILD)/bin/ramster-bench: $(call obj,tools/ramster-bench.c) $(PAGEGEN_OBJ) $(JOUT_OBJ) $(PROGRESS_OBJ) $(BUILD)/lib/libramster.a $(BUILD)/lib/libtier.a
+$(BUILD)/bin/ramster-bench: $(call obj,tools/ramster-bench.c) $(PAGEGEN_OBJ) $(JOUT_OBJ) $(PROGRESS_OBJ) $(FIGURES_OBJ) $(BUILD)/lib/libramster.a $(BUILD)/lib/libtier.a
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(TIER_LIBS) $(WIRE_LIBS) $(JSON_LIBS)
-$(BUILD)/bin/ramster-netbench: $(call obj,tools/ramster-netbench.c) $(PAGEGEN_OBJ) $(JOUT_OBJ) $(BUILD)/lib/libramster.a
+# ramster-netbench: tools/netbench/, one file a noun (tools/netbench/netbench.h)
+NETBENCH_OBJ := $(call obj,$(wildcard tools/netbench/*.c))
+$(BUILD)/bin/ramster-netbench: $(NETBENCH_OBJ) $(PAGEGEN_OBJ) $(JOUT_OBJ) $(FIGURES_OBJ) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(WIRE_LIBS) $(JSON_LIBS)
 $(BUILD)/bin/ramster-run: $(call obj,tools/ramster-run.c) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(WIRE_LIBS)
-$(BUILD)/bin/ramster-drill: $(call obj,tools/ramster-drill.c) $(JOUT_OBJ) $(PROGRESS_OBJ) $(BUILD)/lib/libramster.a
+# ramster-drill: tools/drill/, one file a job (tools/drill/drill.h)
+DRILL_OBJ := $(call obj,$(wildcard tools/drill/*.c))
+$(BUILD)/bin/ramster-drill: $(DRILL_OBJ) $(JOUT_OBJ) $(PROGRESS_OBJ) $(FIGURES_OBJ) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(WIRE_LIBS) $(JSON_LIBS)
 

@@ -127,6 +127,13 @@ int ramster_stats(ramster *r, struct ramster_stat **out, size_t *n);
 void ramster_stats_free(struct ramster_stat *s, size_t n);
 
 /*
+ * Read one counter of the node by name into *value (one round trip, nothing
+ * to free). @return 0, -ENOENT if the node has no counter of that name (an
+ * older or differently built daemon), or -errno.
+ */
+int ramster_stat(ramster *r, const char *name, uint64_t *value);
+
+/*
  * Read the node's status (node name, version, pid, uptime, config, ...). On
  * success *out is an array of *n entries, freed with ramster_kv_free.
  * @return 0 or -errno.

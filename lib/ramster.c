@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -657,6 +658,30 @@ nomem:
 	return -ENOMEM;
 }
 
+/* The node sends every counter: pick one out of the response, copying nothing else. */
+int ramster_stat(ramster *r, const char *name, uint64_t *value)
+{
+	Ramster__Response *rsp;
+	size_t i;
+	int err;
+
+	if (!name || !value)
+		return -EINVAL;
+	err = ramster_admin(r, RAMSTER__OP__OP_STATS, &rsp);
+	if (err)
+		return err;
+	err = -ENOENT;
+	for (i = 0; i < rsp->n_stats; i++) {
+		if (rsp->stats[i]->name && !strcmp(rsp->stats[i]->name, name)) {
+			*value = rsp->stats[i]->value;
+			err = 0;
+			break;
+		}
+	}
+	ramster__response__free_unpacked(rsp, NULL);
+	return err;
+}
+
 void ramster_stats_free(struct ramster_stat *s, size_t n)
 {
 	size_t i;
@@ -763,185 +788,150 @@ static void copy_str(char *dst, size_t cap, const char *src)
 }
 
 /*
- * An admin listing: run op, and allocate *arr with the response's count of
- * elem-byte entries (zeroed; NULL for none). On success the caller fills
- * *arr from *rsp and frees *rsp. @return 0 or -errno.
+ * An admin listing: the op that asks for it, where the response keeps its
+ * count of entries, and how to copy entry i into the caller's array.
  */
-static int ramster_list(ramster *r, Ramster__Op op, size_t (*count)(const Ramster__Response *),
-			size_t elem, Ramster__Response **rsp, void **arr, size_t *n)
-{
-	int err;
+struct ramster_lister {
+	Ramster__Op op;
+	size_t count_off; /* offsetof(Ramster__Response, n_...) */
+	size_t elem;	  /* bytes a caller's entry */
+	/* Fill dst (zeroed) from the response's entry i. */
+	void (*fill)(void *dst, const Ramster__Response *rsp, size_t i);
+};
 
-	*arr = NULL;
-	err = ramster_admin(r, op, rsp);
-	if (err)
-		return err;
-	*n = count(*rsp);
-	if (*n) {
-		*arr = calloc(*n, elem);
-		if (!*arr) {
-			ramster__response__free_unpacked(*rsp, NULL);
-			return -ENOMEM;
-		}
-	}
-	return 0;
-}
-
-static size_t count_peers(const Ramster__Response *rsp)
-{
-	return rsp->n_peers;
-}
-
-static size_t count_exports(const Ramster__Response *rsp)
-{
-	return rsp->n_exports;
-}
-
-static size_t count_pools(const Ramster__Response *rsp)
-{
-	return rsp->n_pools;
-}
-
-int ramster_peers(ramster *r, struct ramster_peer_info **out, size_t *n)
+/*
+ * Run l's op and copy its entries into a new array (NULL for none) of *n
+ * entries, freed with free(3), stored in the pointer out points to: a
+ * struct ramster_..._info *, whose representation is a void *'s on every
+ * ABI libramster builds for (POSIX). @return 0 or -errno.
+ */
+static int ramster_list(ramster *r, const struct ramster_lister *l, void *out, size_t *n)
 {
 	Ramster__Response *rsp;
-	struct ramster_peer_info *p;
+	void *arr = NULL;
 	size_t i, cnt;
-	void *arr;
 	int err;
 
 	if (!out || !n)
 		return -EINVAL;
-	err = ramster_list(r, RAMSTER__OP__OP_PEERS, count_peers, sizeof(*p), &rsp, &arr, &cnt);
+	err = ramster_admin(r, l->op, &rsp);
 	if (err)
 		return err;
-	p = arr;
-	for (i = 0; i < cnt; i++) {
-		const Ramster__PeerInfo *pi = rsp->peers[i];
-
-		p[i].id = pi->id;
-		copy_str(p[i].name, sizeof(p[i].name), pi->name);
-		copy_str(p[i].address, sizeof(p[i].address), pi->address);
-		copy_str(p[i].state, sizeof(p[i].state), pi->state);
-		copy_str(p[i].transport, sizeof(p[i].transport), pi->transport);
-		copy_str(p[i].device, sizeof(p[i].device), pi->device);
-		p[i].incarnation = pi->incarnation;
-		p[i].epoch = pi->epoch;
-		p[i].rtt_us = pi->rtt_us;
-		p[i].donate_free = pi->donate_free;
-		p[i].donate_total = pi->donate_total;
-		p[i].pages_lent = pi->pages_lent;
-		p[i].pages_borrowed = pi->pages_borrowed;
-		p[i].ups = pi->ups;
-		p[i].deaths = pi->deaths;
+	cnt = *(const size_t *)((const char *)rsp + l->count_off);
+	if (cnt) {
+		arr = calloc(cnt, l->elem);
+		if (!arr) {
+			ramster__response__free_unpacked(rsp, NULL);
+			return -ENOMEM;
+		}
 	}
-	*out = p;
+	for (i = 0; i < cnt; i++)
+		l->fill((char *)arr + i * l->elem, rsp, i);
+	memcpy(out, &arr, sizeof(arr));
 	*n = cnt;
 	ramster__response__free_unpacked(rsp, NULL);
 	return 0;
+}
+
+static void fill_peer(void *dst, const Ramster__Response *rsp, size_t i)
+{
+	const Ramster__PeerInfo *pi = rsp->peers[i];
+	struct ramster_peer_info *p = dst;
+
+	p->id = pi->id;
+	copy_str(p->name, sizeof(p->name), pi->name);
+	copy_str(p->address, sizeof(p->address), pi->address);
+	copy_str(p->state, sizeof(p->state), pi->state);
+	copy_str(p->transport, sizeof(p->transport), pi->transport);
+	copy_str(p->device, sizeof(p->device), pi->device);
+	p->incarnation = pi->incarnation;
+	p->epoch = pi->epoch;
+	p->rtt_us = pi->rtt_us;
+	p->donate_free = pi->donate_free;
+	p->donate_total = pi->donate_total;
+	p->pages_lent = pi->pages_lent;
+	p->pages_borrowed = pi->pages_borrowed;
+	p->ups = pi->ups;
+	p->deaths = pi->deaths;
+}
+
+static void fill_export(void *dst, const Ramster__Response *rsp, size_t i)
+{
+	const Ramster__ExportInfo *ei = rsp->exports[i];
+	struct ramster_export_info *p = dst;
+
+	copy_str(p->name, sizeof(p->name), ei->name);
+	copy_str(p->backing, sizeof(p->backing), ei->backing);
+	p->size = ei->size;
+	p->pages_local = ei->pages_local;
+	p->pages_remote = ei->pages_remote;
+	p->pages_backing = ei->pages_backing;
+	p->clients = ei->clients;
+	p->requests = ei->requests;
+	p->errors = ei->errors;
+}
+
+static void fill_pool(void *dst, const Ramster__Response *rsp, size_t i)
+{
+	const Ramster__PoolInfo *pi = rsp->pools[i];
+	struct ramster_pool_info *p = dst;
+
+	p->id = pi->id;
+	p->flags = pi->flags;
+	/* the decoder allows 0 or 16 bytes */
+	if (pi->uuid.len == sizeof(p->uuid))
+		memcpy(p->uuid, pi->uuid.data, sizeof(p->uuid));
+	p->clients = pi->clients;
+	p->objects = pi->objects;
+	p->pages = pi->pages;
+}
+
+static void fill_client(void *dst, const Ramster__Response *rsp, size_t i)
+{
+	const Ramster__ClientInfo *ci = rsp->clients[i];
+	struct ramster_client_info *p = dst;
+
+	p->uid = ci->uid;
+	p->connections = ci->connections;
+	p->pools = ci->pools;
+	p->pages = ci->pages;
+	p->pages_remote = ci->pages_remote;
+	p->bytes_in = ci->bytes_in;
+	p->bytes_out = ci->bytes_out;
+	p->refusals = ci->refusals;
+	p->max_mb = ci->max_mb;
+	p->weight = ci->weight;
+}
+
+#define RAMSTER_LISTER(op_, field, type, fill_)                                             \
+	{ .op = (op_), .count_off = offsetof(Ramster__Response, n_##field),                 \
+	  .elem = sizeof(type), .fill = (fill_) }
+
+static const struct ramster_lister peer_lister =
+    RAMSTER_LISTER(RAMSTER__OP__OP_PEERS, peers, struct ramster_peer_info, fill_peer);
+static const struct ramster_lister export_lister =
+    RAMSTER_LISTER(RAMSTER__OP__OP_EXPORTS, exports, struct ramster_export_info, fill_export);
+static const struct ramster_lister pool_lister =
+    RAMSTER_LISTER(RAMSTER__OP__OP_POOLS, pools, struct ramster_pool_info, fill_pool);
+static const struct ramster_lister client_lister =
+    RAMSTER_LISTER(RAMSTER__OP__OP_CLIENTS, clients, struct ramster_client_info, fill_client);
+
+int ramster_peers(ramster *r, struct ramster_peer_info **out, size_t *n)
+{
+	return ramster_list(r, &peer_lister, out, n);
 }
 
 int ramster_exports(ramster *r, struct ramster_export_info **out, size_t *n)
 {
-	Ramster__Response *rsp;
-	struct ramster_export_info *p;
-	size_t i, cnt;
-	void *arr;
-	int err;
-
-	if (!out || !n)
-		return -EINVAL;
-	err = ramster_list(r, RAMSTER__OP__OP_EXPORTS, count_exports, sizeof(*p), &rsp, &arr, &cnt);
-	if (err)
-		return err;
-	p = arr;
-	for (i = 0; i < cnt; i++) {
-		const Ramster__ExportInfo *ei = rsp->exports[i];
-
-		copy_str(p[i].name, sizeof(p[i].name), ei->name);
-		copy_str(p[i].backing, sizeof(p[i].backing), ei->backing);
-		p[i].size = ei->size;
-		p[i].pages_local = ei->pages_local;
-		p[i].pages_remote = ei->pages_remote;
-		p[i].pages_backing = ei->pages_backing;
-		p[i].clients = ei->clients;
-		p[i].requests = ei->requests;
-		p[i].errors = ei->errors;
-	}
-	*out = p;
-	*n = cnt;
-	ramster__response__free_unpacked(rsp, NULL);
-	return 0;
+	return ramster_list(r, &export_lister, out, n);
 }
 
 int ramster_pools(ramster *r, struct ramster_pool_info **out, size_t *n)
 {
-	Ramster__Response *rsp;
-	struct ramster_pool_info *p;
-	size_t i, cnt;
-	void *arr;
-	int err;
-
-	if (!out || !n)
-		return -EINVAL;
-	err = ramster_list(r, RAMSTER__OP__OP_POOLS, count_pools, sizeof(*p), &rsp, &arr, &cnt);
-	if (err)
-		return err;
-	p = arr;
-	for (i = 0; i < cnt; i++) {
-		const Ramster__PoolInfo *pi = rsp->pools[i];
-
-		p[i].id = pi->id;
-		p[i].flags = pi->flags;
-		/* the decoder allows 0 or 16 bytes */
-		if (pi->uuid.len == sizeof(p[i].uuid))
-			memcpy(p[i].uuid, pi->uuid.data, sizeof(p[i].uuid));
-		p[i].clients = pi->clients;
-		p[i].objects = pi->objects;
-		p[i].pages = pi->pages;
-	}
-	*out = p;
-	*n = cnt;
-	ramster__response__free_unpacked(rsp, NULL);
-	return 0;
-}
-
-static size_t count_clients(const Ramster__Response *rsp)
-{
-	return rsp->n_clients;
+	return ramster_list(r, &pool_lister, out, n);
 }
 
 int ramster_clients(ramster *r, struct ramster_client_info **out, size_t *n)
 {
-	Ramster__Response *rsp;
-	struct ramster_client_info *p;
-	size_t i, cnt;
-	void *arr;
-	int err;
-
-	if (!out || !n)
-		return -EINVAL;
-	err = ramster_list(r, RAMSTER__OP__OP_CLIENTS, count_clients, sizeof(*p), &rsp, &arr,
-			   &cnt);
-	if (err)
-		return err;
-	p = arr;
-	for (i = 0; i < cnt; i++) {
-		const Ramster__ClientInfo *ci = rsp->clients[i];
-
-		p[i].uid = ci->uid;
-		p[i].connections = ci->connections;
-		p[i].pools = ci->pools;
-		p[i].pages = ci->pages;
-		p[i].pages_remote = ci->pages_remote;
-		p[i].bytes_in = ci->bytes_in;
-		p[i].bytes_out = ci->bytes_out;
-		p[i].refusals = ci->refusals;
-		p[i].max_mb = ci->max_mb;
-		p[i].weight = ci->weight;
-	}
-	*out = p;
-	*n = cnt;
-	ramster__response__free_unpacked(rsp, NULL);
-	return 0;
+	return ramster_list(r, &client_lister, out, n);
 }

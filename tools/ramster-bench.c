@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tools/figures.h"
 #include "tools/jout.h"
 #include "tools/progress.h"
 #include "ramster.h"
@@ -81,7 +82,7 @@ static struct opts o = {
 static unsigned char *data;  /* distinct pages */
 static uint64_t distinct;
 
-/* ---- clocks and figures ------------------------------------------------------- */
+/* ---- the clock (figures: tools/figures.c) ------------------------------------- */
 
 static double now(void)
 {
@@ -89,30 +90,6 @@ static double now(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* The q-quantile (0..1) of n values; sorts v. */
-static double quantile(double *v, size_t n, double q)
-{
-	size_t i;
-
-	if (!n)
-		return 0;
-	qsort(v, n, sizeof(*v), cmp_double);
-	i = (size_t)(q * (double)(n - 1) + 0.5);
-	return v[i < n ? i : n - 1];
-}
-
-static double median(double *v, size_t n)
-{
-	return quantile(v, n, 0.5);
 }
 
 /* ---- page generators: tools/pagegen.c, and two kinds of the bench's own ---- */
@@ -275,7 +252,7 @@ static double lzo_rep(struct result *res, double *t, double *p50)
 		if (rc || memcmp(back, p, PAGE))
 			res->errors++;
 	}
-	*p50 = quantile(t, o.pages, 0.5);
+	*p50 = figures_quantile(t, o.pages, 0.5);
 	return (double)o.pages / sum;
 }
 
@@ -293,8 +270,8 @@ static int run_lzo(struct result *res)
 	for (rep = 0; rep < o.reps; rep++)
 		pps[rep] = lzo_rep(res, t, &lat[rep]);
 	res->ran = true;
-	res->putget_pps = median(pps, o.reps);
-	res->put_p50 = median(lat, o.reps);
+	res->putget_pps = figures_median(pps, o.reps);
+	res->put_p50 = figures_median(lat, o.reps);
 	free(t);
 	return 0;
 }
@@ -434,8 +411,8 @@ static int measure(struct target *t, struct rep_figures *f, double *lat,
 		lat[c] = (t1 - t0) * 1e6 / (double)n;
 		progress_set(&pg, i + n, "pages: puts of rep %u/%u", t->rep + 1, o.reps);
 	}
-	f->put_p50 = quantile(lat, calls, 0.5);
-	f->put_p99 = quantile(lat, calls, 0.99);
+	f->put_p50 = figures_quantile(lat, calls, 0.5);
+	f->put_p99 = figures_quantile(lat, calls, 0.99);
 	if (after_puts)
 		after_puts(t);
 	for (i = 0, c = 0; i < o.pages; i += o.batch, c++) {
@@ -458,8 +435,8 @@ static int measure(struct target *t, struct rep_figures *f, double *lat,
 		progress_set(&pg, o.pages + i + n, "pages: gets of rep %u/%u", t->rep + 1, o.reps);
 	}
 	progress_end(&pg, 2 * o.pages, "pages: rep %u/%u", t->rep + 1, o.reps);
-	f->get_p50 = quantile(lat, calls, 0.5);
-	f->get_p99 = quantile(lat, calls, 0.99);
+	f->get_p50 = figures_quantile(lat, calls, 0.5);
+	f->get_p99 = figures_quantile(lat, calls, 0.99);
 out:
 	free(buf);
 	free(results);
@@ -478,21 +455,21 @@ static void summarize(struct result *res, struct rep_figures *f, unsigned reps)
 		c[i] = (double)o.pages / (f[i].put_s + f[i].get_s);
 		res->errors += f[i].errors;
 	}
-	res->put_pps = median(a, reps);
-	res->get_pps = median(b, reps);
-	res->putget_pps = median(c, reps);
+	res->put_pps = figures_median(a, reps);
+	res->get_pps = figures_median(b, reps);
+	res->putget_pps = figures_median(c, reps);
 	for (i = 0; i < reps; i++) {
 		a[i] = f[i].put_p50;
 		b[i] = f[i].put_p99;
 	}
-	res->put_p50 = median(a, reps);
-	res->put_p99 = median(b, reps);
+	res->put_p50 = figures_median(a, reps);
+	res->put_p99 = figures_median(b, reps);
 	for (i = 0; i < reps; i++) {
 		a[i] = f[i].get_p50;
 		b[i] = f[i].get_p99;
 	}
-	res->get_p50 = median(a, reps);
-	res->get_p99 = median(b, reps);
+	res->get_p50 = figures_median(a, reps);
+	res->get_p99 = figures_median(b, reps);
 	res->refused = f[reps - 1].refused;
 	res->ran = true;
 }
@@ -574,34 +551,14 @@ static int run_inproc(struct result *res, struct result *pair)
 	summarize(res, f, o.reps);
 	if (pair) {
 		pair->ran = true;
-		pair->putget_pps = median(pair_pps, o.reps);
-		pair->put_p50 = median(pair_lat, o.reps);
-		res->paired_ratio = median(ratios, o.reps);
+		pair->putget_pps = figures_median(pair_pps, o.reps);
+		pair->put_p50 = figures_median(pair_lat, o.reps);
+		res->paired_ratio = figures_median(ratios, o.reps);
 	}
 	return 0;
 }
 
 /* ---- daemon ----------------------------------------------------------------------- */
-
-static int stat_get(ramster *r, const char *name, uint64_t *v)
-{
-	struct ramster_stat *s;
-	size_t n, i;
-	int rc = ramster_stats(r, &s, &n);
-
-	if (rc < 0)
-		return rc;
-	rc = -ENOENT;
-	for (i = 0; i < n; i++) {
-		if (s[i].name && !strcmp(s[i].name, name)) {
-			*v = s[i].value;
-			rc = 0;
-			break;
-		}
-	}
-	ramster_stats_free(s, n);
-	return rc;
-}
 
 static const char *const tier_stats[] = {
 	"tmem_pages", "tier_stored_pages", "tier_zero_pages", "tier_compressed_bytes",
@@ -619,7 +576,7 @@ static void daemon_read_tier(ramster *r, uint64_t *v)
 
 	daemon_stats_ok = true;
 	for (i = 0; i < NTIER; i++)
-		if (stat_get(r, tier_stats[i], &v[i]) < 0)
+		if (ramster_stat(r, tier_stats[i], &v[i]) < 0)
 			daemon_stats_ok = false;
 }
 

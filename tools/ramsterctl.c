@@ -422,19 +422,12 @@ static int ctl_ping(ramster *r, uint32_t node)
 
 /* ---- drain ------------------------------------------------------------------- */
 
+/* A counter of the node; UINT64_MAX if it has none or does not answer. */
 static uint64_t ctl_stat(ramster *r, const char *name)
 {
-	struct ramster_stat *s;
-	uint64_t v = UINT64_MAX;
-	size_t n, i;
+	uint64_t v;
 
-	if (ramster_stats(r, &s, &n))
-		return v;
-	for (i = 0; i < n; i++)
-		if (!strcmp(s[i].name, name))
-			v = s[i].value;
-	ramster_stats_free(s, n);
-	return v;
+	return ramster_stat(r, name, &v) ? UINT64_MAX : v;
 }
 
 /* NODE of drain/undrain: an id, or a peer's name. @return the id, 0 for none, -1 unknown. */

@@ -288,26 +288,15 @@ ramster *harness_connect(const struct harness *h)
 
 int harness_stat_any(ramster *r, const char *const *names, uint64_t *value, const char **found)
 {
-	struct ramster_stat *s;
-	size_t n, i;
-	int rc;
+	int rc = -ENOENT;
 
-	rc = ramster_stats(r, &s, &n);
-	if (rc < 0)
-		return rc;
-	rc = -ENOENT;
-	for (; *names && rc; names++) {
-		for (i = 0; i < n; i++) {
-			if (s[i].name && !strcmp(s[i].name, *names)) {
-				*value = s[i].value;
-				if (found)
-					*found = *names;
-				rc = 0;
-				break;
-			}
-		}
+	for (; *names; names++) {
+		rc = ramster_stat(r, *names, value);
+		if (rc != -ENOENT)
+			break;
 	}
-	ramster_stats_free(s, n);
+	if (rc == 0 && found)
+		*found = *names;
 	return rc;
 }
 

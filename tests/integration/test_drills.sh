@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_drills.sh - the failover drills (tools/ramster-drill.c) on collectives
+# test_drills.sh - the failover drills (tools/drill/) on collectives
 # in network namespaces. Every case must exit 0: never a wrong byte; a pause
 # or partition of a holder or of the owner (3 s, far below orphan_after_ms),
 # and a wall-clock step of 2 h either way, lose nothing and answer no get
