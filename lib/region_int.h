@@ -137,4 +137,23 @@ static inline int rg_munmap(void *addr, size_t len)
 	return (int)syscall(SYS_munmap, addr, len);
 }
 
+/* ---- between the files ---------------------------------------------------------
+ * Each with s->lock held.
+ */
+
+/* region.c: write-protect (on) or unprotect (which wakes) [addr, addr+len). @return 0 or -errno. */
+int rg_wp(struct rg_space *s, uintptr_t addr, size_t len, int on);
+
+/* region_evict.c: give page i of g a slot (none free: SLOT_NONE, counted over_budget). */
+void rg_slot_take(struct rg_space *s, struct rg_region *g, size_t i);
+
+/* region_evict.c: free page i's slot, if it has one. Its state byte is the caller's. */
+void rg_slot_release(struct rg_space *s, struct rg_region *g, size_t i);
+
+/*
+ * region_evict.c: make room for n more resident pages, evicting.
+ * @return how many fit (>= 1 unless none could be freed).
+ */
+unsigned rg_room(struct rg_space *s, unsigned n);
+
 #endif
