@@ -141,8 +141,28 @@ static inline int rg_munmap(void *addr, size_t len)
  * Each with s->lock held.
  */
 
-/* region.c: write-protect (on) or unprotect (which wakes) [addr, addr+len). @return 0 or -errno. */
+/* region.c: the region holding addr, or NULL. */
+struct rg_region *rg_find(const struct rg_space *s, uintptr_t addr);
+
+/* region.c: free g (already out of s->regs, its slots released) and its share of the pool object. */
+void rg_region_free(struct rg_space *s, struct rg_region *g);
+
+/*
+ * region_fault.c: install len bytes of pages from src at dst (UFFDIO_COPY), write-protected with
+ * wp, waking the faulting threads with wake. @return 0 or -errno; *done (may be NULL) gets the
+ * bytes installed.
+ */
+int rg_copy(struct rg_space *s, uintptr_t dst, const void *src, size_t len, int wp, int wake,
+	    size_t *done);
+
+/* region_fault.c: write-protect (on) or unprotect (which wakes) [addr, addr+len). @return 0 or -errno. */
 int rg_wp(struct rg_space *s, uintptr_t addr, size_t len, int on);
+
+/*
+ * region_fault.c: the page at addr is lost: SIGBUS to whoever touches it (a poison marker, or
+ * without one a signal to thread tid, 0: none, which is then woken).
+ */
+void rg_poison(struct rg_space *s, uintptr_t addr, uint32_t tid);
 
 /* region_evict.c: give page i of g a slot (none free: SLOT_NONE, counted over_budget). */
 void rg_slot_take(struct rg_space *s, struct rg_region *g, size_t i);
