@@ -18,7 +18,6 @@
 
 #include "lib/region_int.h"
 
-
 /* a straight syscall, as rg_madvise (region_int.h) */
 static void *rg_mremap(void *addr, size_t oldlen, size_t newlen, int flags)
 {

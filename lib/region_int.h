@@ -1,7 +1,10 @@
 /*
  * region_int.h - what the files of far memory regions share (docs/far-memory.md):
  * the tunables, a page's state byte, the region, slot and space structs, and
- * the calls one file makes into another. Nothing here is exported.
+ * the calls one file makes into another. region.c holds the regions and their
+ * edits and the public API, region_fault.c the space and its fault thread,
+ * region_evict.c the resident budget and eviction, region_fork.c fork.
+ * Nothing here is exported (lib/ramster.map keeps rg_* local).
  *
  * A space (struct rg_space) is one userfaultfd, one fault thread, one
  * connection and one private persistent pool, and a resident budget of
@@ -144,7 +147,7 @@ static inline int rg_munmap(void *addr, size_t len)
 /* region.c: the region holding addr, or NULL. */
 struct rg_region *rg_find(const struct rg_space *s, uintptr_t addr);
 
-/* region.c: free g (already out of s->regs, its slots released) and its share of the pool object. */
+/* region.c: free g (out of s->regs, its slots released) and its share of the pool object. */
 void rg_region_free(struct rg_space *s, struct rg_region *g);
 
 /*
@@ -155,7 +158,7 @@ void rg_region_free(struct rg_space *s, struct rg_region *g);
 int rg_copy(struct rg_space *s, uintptr_t dst, const void *src, size_t len, int wp, int wake,
 	    size_t *done);
 
-/* region_fault.c: write-protect (on) or unprotect (which wakes) [addr, addr+len). @return 0 or -errno. */
+/* region_fault.c: write-protect (on) or unprotect (and wake) [addr, addr+len). @return 0/-errno. */
 int rg_wp(struct rg_space *s, uintptr_t addr, size_t len, int on);
 
 /*
