@@ -1,7 +1,8 @@
 /*
  * internal.h - what the files of lib/ share and do not export (lib/ramster.map
- * exports only ramster_*): a second connection for region.c's fault thread,
- * and the region space that both the public region API and the ramster-run
+ * exports only ramster_*): a second connection for a region space's fault
+ * thread, and the region space (lib/region*.c, whose files share
+ * lib/region_int.h) that both the public region API and the ramster-run
  * preload shim (tools/ramster-preload.c) are built on.
  */
 #ifndef RAMSTER_LIB_INTERNAL_H

@@ -1,6 +1,6 @@
 /*
  * ramster-preload.c - the LD_PRELOAD shim of ramster-run (libramster-preload.so):
- * a program's large anonymous memory goes to far memory regions (lib/region.c)
+ * a program's large anonymous memory goes to far memory regions (lib/region*.c)
  * with one resident budget for the whole program (docs/far-memory.md).
  *
  * It interposes mmap/mmap64/munmap/mremap/mprotect/madvise (anonymous private

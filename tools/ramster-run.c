@@ -23,7 +23,7 @@
 
 #include "ramster.h"
 
-#define RUN_MIN_RESIDENT (1ull << 20) /* the regions' smallest budget (lib/region.c) */
+#define RUN_MIN_RESIDENT (1ull << 20) /* the regions' smallest budget (lib/region_int.h) */
 
 static void run_usage(FILE *f)
 {

@@ -1,5 +1,5 @@
 /*
- * test_region.c - far memory regions (lib/region.c) against a real ramsterd:
+ * test_region.c - far memory regions (lib/region*.c) against a real ramsterd:
  * a 1 GiB region with a 32 MiB resident budget read and written sequentially
  * and at random, every page checked; untouched pages read zeros and take no
  * memory; the process's RSS stays near the budget; the node holds the pages;

@@ -1,0 +1,180 @@
+/*
+ * region_evict.c - the resident budget of a space: its slots, and eviction by
+ * CLOCK over them (docs/far-memory.md). A page's reference bit is set when it
+ * is faulted in and when it is written after being write-protected (a
+ * UFFDIO_WRITEPROTECT fault); the hand clears it and write-protects the page
+ * again; a page found unreferenced is evicted: put to the pool if dirty (it is
+ * write-protected, so its bytes hold still), then MADV_DONTNEED. Reads of a
+ * resident page leave no trace (no accessed bit reaches user space), so for
+ * reads the policy is FIFO by fault order. Every call holds s->lock.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "lib/region_int.h"
+
+/* ---- slots -------------------------------------------------------------------- */
+
+void rg_slot_release(struct rg_space *s, struct rg_region *g, size_t i)
+{
+	uint32_t n = g->slot[i];
+
+	if (n == SLOT_NONE)
+		return;
+	s->slots[n].reg = NULL;
+	s->free[s->nfree++] = n;
+	g->slot[i] = SLOT_NONE;
+	s->st.resident_pages--;
+}
+
+void rg_slot_take(struct rg_space *s, struct rg_region *g, size_t i)
+{
+	uint32_t n;
+
+	if (!s->nfree) {
+		g->slot[i] = SLOT_NONE;
+		s->st.over_budget++;
+		return;
+	}
+	n = s->free[--s->nfree];
+	s->slots[n].reg = g;
+	s->slots[n].idx = (uint32_t)i;
+	g->slot[i] = n;
+	s->st.resident_pages++;
+}
+
+/* ---- eviction ----------------------------------------------------------------- */
+
+/* The bytes of a page to put: the page itself, or a copy when it may be unreadable. */
+static void *rg_put_source(struct rg_space *s, struct rg_region *g, size_t i, unsigned k)
+{
+	void *addr = (void *)(g->base + i * RG_PAGE);
+	uint8_t *b = s->buf + (size_t)k * RG_PAGE;
+
+	if (!g->noread)
+		return addr;
+	if (s->memfd < 0)
+		s->memfd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+	if (s->memfd < 0 || pread(s->memfd, b, RG_PAGE, (off_t)(uintptr_t)addr) != RG_PAGE)
+		return NULL;
+	return b;
+}
+
+/*
+ * Drop a victim (after its put). @return 0, or -errno when the kernel would
+ * not drop it (an mlock'd page): then it stays, referenced.
+ */
+static int rg_drop(struct rg_space *s, struct rg_region *g, size_t i)
+{
+	uintptr_t a = g->base + i * RG_PAGE;
+
+	if (rg_madvise((void *)a, RG_PAGE, MADV_DONTNEED)) {
+		g->st[i] |= PG_REF;
+		s->st.evict_failed++;
+		return -errno;
+	}
+	if (!(g->st[i] & PG_INPOOL))
+		g->st[i] = 0; /* a clean page never put holds zeros: fresh again */
+	else
+		g->st[i] = PG_INPOOL;
+	rg_slot_release(s, g, i);
+	s->st.evicted++;
+	return 0;
+}
+
+/*
+ * Free up to want slots with CLOCK. @return slots freed (0: every resident
+ * page refused or none resident).
+ */
+static unsigned rg_evict(struct rg_space *s, unsigned want)
+{
+	unsigned n = 0, k, nput = 0, freed = 0;
+	uint64_t scanned = 0, limit = 2ull * s->nslots + 1;
+	struct rg_slot *sl;
+	uint8_t *p;
+	int rc;
+
+	if (want > RG_EVICT_BATCH)
+		want = RG_EVICT_BATCH;
+	while (n < want && scanned++ < limit) {
+		uint32_t h = s->hand;
+
+		s->hand = (s->hand + 1) % s->nslots;
+		sl = &s->slots[h];
+		if (!sl->reg)
+			continue;
+		p = &sl->reg->st[sl->idx];
+		for (k = 0; k < n && s->victims[k] != h; k++)
+			;
+		if (k < n)
+			continue; /* picked already (few pages resident) */
+		if (*p & PG_REF) {
+			*p &= (uint8_t)~PG_REF;
+			if (!(*p & PG_WP) && !s->nowp &&
+			    rg_wp(s, sl->reg->base + (uintptr_t)sl->idx * RG_PAGE, RG_PAGE, 1) == 0)
+				*p |= PG_WP;
+			continue;
+		}
+		if (!(*p & PG_WP)) {
+			if (rg_wp(s, sl->reg->base + (uintptr_t)sl->idx * RG_PAGE, RG_PAGE, 1))
+				continue;
+			*p |= PG_WP;
+		}
+		s->victims[n++] = h;
+	}
+	/* the dirty ones to the pool, in one round trip */
+	for (k = 0; k < n; k++) {
+		sl = &s->slots[s->victims[k]];
+		if (!(sl->reg->st[sl->idx] & PG_DIRTY))
+			continue;
+		s->iov[nput].oid = sl->reg->obj->oid;
+		s->iov[nput].index = sl->reg->first + sl->idx;
+		s->iov[nput].page = rg_put_source(s, sl->reg, sl->idx, nput);
+		s->iov[nput].result = s->iov[nput].page ? 0 : -EFAULT;
+		nput++;
+	}
+	if (nput) {
+		unsigned j = 0, m = 0;
+		struct ramster_iov tmp[RG_EVICT_BATCH];
+
+		/* send the readable ones; a page that cannot be read stays */
+		for (k = 0; k < nput; k++)
+			if (s->iov[k].page)
+				tmp[m++] = s->iov[k];
+		rc = m ? ramster_putv(s->conn, s->pool, tmp, m) : 0;
+		for (k = 0; k < nput; k++)
+			if (s->iov[k].page)
+				s->iov[k].result = rc < 0 ? rc : tmp[j++].result;
+	}
+	for (k = 0, nput = 0; k < n; k++) {
+		sl = &s->slots[s->victims[k]];
+		p = &sl->reg->st[sl->idx];
+		if (*p & PG_DIRTY) {
+			if (s->iov[nput++].result) {
+				s->st.put_refused++;
+				*p |= PG_REF; /* keep it; try others first next time */
+				continue;
+			}
+			s->st.puts++;
+			*p = (uint8_t)((*p & ~PG_DIRTY) | PG_INPOOL);
+		}
+		if (!rg_drop(s, sl->reg, sl->idx))
+			freed++;
+	}
+	return freed;
+}
+
+/* Make room for n more resident pages. @return how many fit (>= 1 unless none could be freed). */
+unsigned rg_room(struct rg_space *s, unsigned n)
+{
+	while (s->nfree < n) {
+		unsigned want = n - s->nfree;
+
+		if (!rg_evict(s, want < RG_EVICT_BATCH ? RG_EVICT_BATCH : want))
+			break;
+	}
+	return s->nfree < n ? s->nfree : n;
+}

@@ -1,0 +1,182 @@
+/*
+ * region_int.h - what the files of far memory regions share (docs/far-memory.md):
+ * the tunables, a page's state byte, the region, slot and space structs, and
+ * the calls one file makes into another. region.c holds the regions and their
+ * edits and the public API, region_fault.c the space and its fault thread,
+ * region_evict.c the resident budget and eviction, region_fork.c fork.
+ * Nothing here is exported (lib/ramster.map keeps rg_* local).
+ *
+ * A space (struct rg_space) is one userfaultfd, one fault thread, one
+ * connection and one private persistent pool, and a resident budget of
+ * nslots pages shared by its regions. Every page of a region has a state byte
+ * (PG_*) and, while resident, a slot.
+ *
+ * Lock rule: s->lock guards everything of a space, including its connection;
+ * the fault thread holds it while it serves a fault (network round trips
+ * included). Whoever holds it must never touch region memory (the fault
+ * would wait for the lock): the thread reads pages only for puts, and those
+ * are present.
+ *
+ * Invariants: PG_PRESENT <=> the page has a slot (or SLOT_NONE while fork
+ * holds it in); an unreferenced present page is write-protected; !PG_DIRTY
+ * present page == its pool copy when PG_INPOOL, == zeros otherwise.
+ */
+#ifndef RAMSTER_LIB_REGION_INT_H
+#define RAMSTER_LIB_REGION_INT_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "lib/internal.h"
+#include "ramster.h"
+
+/* ---- tunables ---------------------------------------------------------------- */
+
+#define RG_PAGE 4096u
+#define RG_BATCH 128u	     /* pages one fault brings in at most (fault + prefetch) */
+#define RG_EVICT_BATCH 32u   /* victims gathered per eviction round trip */
+#define RG_RA_MIN 8u	     /* first prefetch of a sequential run */
+#define RG_MIN_BUDGET (2 * RG_BATCH)
+#define RG_STREAMS 8u	     /* sequential runs followed at once (a merge reads two, writes one) */
+#define RG_WINDOW 4096u	     /* read-fetched pages per write-protect decision */
+
+/* ---- structures -------------------------------------------------------------- */
+
+enum {
+	PG_PRESENT = 1u << 0, /* a real page is mapped (has a slot) */
+	PG_ZEROMAP = 1u << 1, /* the zero page is mapped, write-protected (no slot) */
+	PG_INPOOL = 1u << 2,  /* the pool holds a copy (current unless PG_DIRTY) */
+	PG_DIRTY = 1u << 3,   /* written since the last put (present pages) */
+	PG_REF = 1u << 4,     /* CLOCK reference bit */
+	PG_WP = 1u << 5,      /* write-protected now */
+	PG_FORK = 1u << 6,    /* brought in for fork, no slot; dropped after */
+	PG_POISON = 1u << 7,  /* lost: mapped as a poison marker (SIGBUS) */
+};
+
+#define SLOT_NONE UINT32_MAX
+
+/* A pool object: regions split by a partial munmap share one. */
+struct rg_obj {
+	struct ramster_oid oid;
+	unsigned refs;
+};
+
+struct rg_region {
+	uintptr_t base;
+	size_t npages;
+	uint32_t first; /* pool index of page 0 */
+	struct rg_obj *obj;
+	uint8_t *st;	/* PG_* per page */
+	uint32_t *slot; /* per page, SLOT_NONE when not resident */
+	int noread;	/* some pages may lack PROT_READ: read them via /proc/self/mem */
+};
+
+struct rg_slot {
+	struct rg_region *reg; /* NULL: free */
+	uint32_t idx;
+};
+
+struct rg_space {
+	pthread_mutex_t lock;
+	int uffd;
+	int stopfd;
+	int has_poison;
+	pthread_t thread;
+	int thread_ok;
+	int dead; /* a fork child's copy */
+	ramster *conn;
+	int pool;
+	uint64_t next_oid;
+
+	struct rg_region **regs; /* sorted by base, disjoint */
+	size_t nregs, capregs;
+
+	struct rg_slot *slots;
+	uint32_t nslots, hand;
+	uint32_t *free; /* stack of free slot numbers */
+	uint32_t nfree;
+
+	/* sequential runs: a fault in (last, next] continues one */
+	struct rg_stream {
+		uintptr_t last; /* its last faulting page */
+		uintptr_t next; /* the page after what it brought in */
+		unsigned ra;	/* pages prefetched on its last fault */
+		uint64_t used;	/* for replacing the least recently used */
+	} streams[RG_STREAMS];
+	uint64_t stream_clock;
+
+	/*
+	 * Write-protect pays when fetched pages stay clean; when most are
+	 * written anyway (RG_WINDOW decides), pages are fetched writable and
+	 * dirty, and CLOCK ages them without protecting them again.
+	 */
+	int nowp;
+	unsigned win_reads, win_wp, nowp_windows;
+
+	uint8_t *buf; /* RG_BATCH pages: fetched pages, bounce buffers */
+	struct ramster_iov iov[RG_BATCH];
+	uint32_t victims[RG_EVICT_BATCH];
+	int memfd; /* /proc/self/mem, opened when a noread page is evicted */
+
+	struct ramster_region_stats st;
+	uint64_t lat_hist[64]; /* missing-fault service ns, by log2 */
+};
+
+/* ---- the kernel's memory calls -------------------------------------------------
+ * Straight syscalls: ramster-run's shim interposes the libc wrappers, and the
+ * space must not re-enter itself through them (its lock is held here).
+ */
+
+static inline int rg_madvise(void *addr, size_t len, int advice)
+{
+	return (int)syscall(SYS_madvise, addr, len, advice);
+}
+
+static inline int rg_munmap(void *addr, size_t len)
+{
+	return (int)syscall(SYS_munmap, addr, len);
+}
+
+/* ---- between the files ---------------------------------------------------------
+ * Each with s->lock held.
+ */
+
+/* region.c: the region holding addr, or NULL. */
+struct rg_region *rg_find(const struct rg_space *s, uintptr_t addr);
+
+/* region.c: free g (out of s->regs, its slots released) and its share of the pool object. */
+void rg_region_free(struct rg_space *s, struct rg_region *g);
+
+/*
+ * region_fault.c: install len bytes of pages from src at dst (UFFDIO_COPY), write-protected with
+ * wp, waking the faulting threads with wake. @return 0 or -errno; *done (may be NULL) gets the
+ * bytes installed.
+ */
+int rg_copy(struct rg_space *s, uintptr_t dst, const void *src, size_t len, int wp, int wake,
+	    size_t *done);
+
+/* region_fault.c: write-protect (on) or unprotect (and wake) [addr, addr+len). @return 0/-errno. */
+int rg_wp(struct rg_space *s, uintptr_t addr, size_t len, int on);
+
+/*
+ * region_fault.c: the page at addr is lost: SIGBUS to whoever touches it (a poison marker, or
+ * without one a signal to thread tid, 0: none, which is then woken).
+ */
+void rg_poison(struct rg_space *s, uintptr_t addr, uint32_t tid);
+
+/* region_evict.c: give page i of g a slot (none free: SLOT_NONE, counted over_budget). */
+void rg_slot_take(struct rg_space *s, struct rg_region *g, size_t i);
+
+/* region_evict.c: free page i's slot, if it has one. Its state byte is the caller's. */
+void rg_slot_release(struct rg_space *s, struct rg_region *g, size_t i);
+
+/*
+ * region_evict.c: make room for n more resident pages, evicting.
+ * @return how many fit (>= 1 unless none could be freed).
+ */
+unsigned rg_room(struct rg_space *s, unsigned n);
+
+#endif
