@@ -37,7 +37,7 @@ GNUTLS_LIBS   = $(call pc,GNUTLS_LIBS,--libs gnutls)
 WIRE_LIBS = $(PROTOBUF_LIBS)
 TIER_LIBS = -llzo2 -llz4
 # node/ also serves /metrics (libmicrohttpd), talks to systemd (libsystemd) and
-# serves NBD over TLS (GnuTLS: node/nbd_tls.c)
+# serves NBD over TLS (GnuTLS: node/nbd/nbd_tls.c)
 NODE_LIBS = -lev $(SODIUM_LIBS) $(INIH_LIBS) $(GNUTLS_LIBS) $(RDMA_LIBS) -lmicrohttpd $(SYSTEMD_LIBS)
 # the tools' JSON (jansson)
 JSON_LIBS = -ljansson
@@ -67,7 +67,10 @@ TIER_SRC   := $(wildcard tmem/*.c)
 COMMON_SRC := $(wildcard common/*.c)
 WIRE_SRC   := $(wildcard proto/*.c) $(PROTO_C)
 TRANS_SRC  := $(wildcard transport/*.c)
-NODE_SRC   := $(filter-out node/main.c,$(wildcard node/*.c))
+# node/: the daemon's own files, and one folder a layer (client/, nbd/,
+# remote/, cluster/, stats/: docs/design.md, "Layers"); tools/check-layout.sh
+# checks the folders' rules before libnode.a is made
+NODE_SRC   := $(filter-out node/main.c,$(wildcard node/*.c node/*/*.c))
 LIB_SRC    := $(wildcard lib/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst $(BUILD)/%,%,$(1)))
@@ -130,9 +133,10 @@ $(BUILD)/lib/libtier.a: $(TIER_OBJ)
 $(BUILD)/lib/libwire.a: $(WIRE_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@; ar rcs $@ $^
-$(BUILD)/lib/libnode.a: $(NODE_OBJ) $(TRANS_OBJ) $(COMMON_OBJ)
+$(BUILD)/lib/libnode.a: $(NODE_OBJ) $(TRANS_OBJ) $(COMMON_OBJ) tools/check-layout.sh
 	@mkdir -p $(dir $@)
-	rm -f $@; ar rcs $@ $^
+	@tools/check-layout.sh
+	rm -f $@; ar rcs $@ $(filter %.o,$^)
 $(BUILD)/lib/libramster.a: $(LIB_OBJ) $(LIBWIRE_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@; ar rcs $@ $^

@@ -30,7 +30,7 @@ enum config_transport { TRANSPORT_TCP = 0, TRANSPORT_RDMA = 1, TRANSPORT_AUTO = 
 
 /*
  * nbd_tls: TLS on the NBD TCP listener (NBD_OPT_STARTTLS). UNSET behaves as
- * OFF but refuses a non-loopback nbd_listen (node/nbd.c); ON offers TLS and
+ * OFF but refuses a non-loopback nbd_listen (node/nbd/nbd.c); ON offers TLS and
  * lets plaintext clients in; REQUIRE refuses them on TCP (the unix socket
  * may stay plaintext).
  */

@@ -22,17 +22,17 @@
 
 #include <ev.h>
 
-#include "node/client.h"
+#include "node/client/client.h"
 #include "node/config.h"
 #include "node/log.h"
-#include "node/metrics.h"
-#include "node/nbd.h"
+#include "node/stats/metrics.h"
+#include "node/nbd/nbd.h"
 #include "node/notify.h"
-#include "node/pools.h"
-#include "node/users.h"
+#include "node/client/pools.h"
+#include "node/client/users.h"
 #include "node/reload.h"
 #include "node/spin.h"
-#include "node/stats.h"
+#include "node/stats/stats.h"
 #include "node/store.h"
 #include "tmem/zcache.h"
 

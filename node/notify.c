@@ -17,10 +17,10 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "node/cluster.h"
+#include "node/cluster/cluster.h"
 #include "node/log.h"
 #include "node/notify.h"
-#include "node/remote.h"
+#include "node/remote/remote.h"
 
 #define NOTIFY_STATUS_MAX   200
 #define NOTIFY_TICK_MAX_US  1000000 /* status refreshed at least this often */

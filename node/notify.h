@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#include "node/client.h"
+#include "node/client/client.h"
 
 /* Send STATUS=<formatted line> (at most 200 bytes), e.g. "starting". */
 void notify_status(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -16,12 +16,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "node/cluster.h"
+#include "node/cluster/cluster.h"
 #include "node/log.h"
-#include "node/nbd.h"
+#include "node/nbd/nbd.h"
 #include "node/reload.h"
-#include "node/remote.h"
-#include "node/users.h"
+#include "node/remote/remote.h"
+#include "node/client/users.h"
 #include "tmem/tmem.h"
 
 struct reload {

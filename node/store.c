@@ -10,7 +10,7 @@
 #include <stdlib.h>
 
 #include "node/clock.h"
-#include "node/remote.h"
+#include "node/remote/remote.h"
 #include "tmem/zcache.h"
 
 struct store {

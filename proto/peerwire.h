@@ -21,7 +21,7 @@
 #define PEERWIRE_MAC_LEN 32
 #define PEERWIRE_CLUSTER_MAX 63
 #define PEERWIRE_NODE_MAX 64
-#define PEERWIRE_PAGE_MAX 4160   /* a page's compressed bytes, sealed (node/seal.h: +24) */
+#define PEERWIRE_PAGE_MAX 4160   /* a page's compressed bytes, sealed (node/remote/seal.h: +24) */
 enum { PAGE_PERSISTENT = 1u << 0, PAGE_DELETE = 1u << 1 };
 
 /*

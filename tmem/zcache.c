@@ -29,7 +29,7 @@ enum pampd_kind { PAMPD_ZBUD = 1, PAMPD_ZERO = 2, PAMPD_REMOTE = 3 };
  * REMOTE: bit 29 clear: one holder: bits 2..7 node - 1, 8..15 epoch,
  *         16..28 compressed length, 32..63 checksum (adler32 of the bytes; when
  *         sealed, zcache_set_sealed: the low 32 bits of the owner's seal version,
- *         node/seal.h, and the caller has opened the seal before repatriate_finish);
+ *         node/remote/seal.h, and the caller has opened the seal before repatriate_finish);
  *         bit 29 set: several holders: the rest is a replica table id.
  */
 #define PAMPD_KIND(p) ((unsigned)((p)&3u))

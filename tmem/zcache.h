@@ -131,7 +131,7 @@ struct replica_table *zcache_replicas(struct zcache *z);
 uint64_t zcache_replica_pampd(uint64_t id);
 
 /*
- * Remote pages are sealed by the caller (node/seal.h): the checksum of a
+ * Remote pages are sealed by the caller (node/remote/seal.h): the checksum of a
  * remote descriptor or replica record is the seal's version, not adler32,
  * and zcache_repatriate_finish takes bytes whose seal the caller opened.
  * Set before the first remote page.

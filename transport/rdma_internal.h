@@ -101,7 +101,7 @@ struct rconn {
 /* The transport: loop, callbacks, connections, references in the base. */
 /* Inbound connect requests accepted but not yet established: each pins a QP,
  * CQ and its slab (~2.9 MiB) before the peer has authenticated; more are
- * rejected (issue 14). Established ones are capped by node/link_limits.c. */
+ * rejected (issue 14). Established ones are capped by node/cluster/link_limits.c. */
 #define RDMA_ACCEPTING_MAX 8
 
 struct rdma_transport {

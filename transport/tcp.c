@@ -6,7 +6,7 @@
  * Every entry from libev holds a reference on the tconn and the transport, so
  * any callback may close or free either: memory goes when the last reference
  * drops. Host names resolve with a blocking getaddrinfo (sock_resolve_ipv4);
- * the cluster hands it literals (node/peer.c resolves each peer's name once,
+ * the cluster hands it literals (node/cluster/peer.c resolves each peer's name once,
  * when it is made), so a dial does not wait for DNS on the loop.
  */
 #include <arpa/inet.h>

@@ -111,7 +111,7 @@ int tconn_mem_key(const struct tconn *c, const void *addr, size_t len, uint32_t 
 /* A finished read: err 0 with the bytes (valid during the call), or -errno. */
 typedef void (*tconn_read_fn)(void *arg, int err, const void *data, size_t len);
 
-#define TCONN_READ_MAX 4160 /* bytes one read may take: a sealed page (node/seal.h) */
+#define TCONN_READ_MAX 4160 /* bytes one read may take: a sealed page (node/remote/seal.h) */
 
 /*
  * Read len (1..TCONN_READ_MAX) bytes at the peer's address raddr under rkey.

@@ -1,6 +1,6 @@
 /*
  * fuzz_linkcrypt.c - libFuzzer target for a peer link's frame protection
- * (node/linkcrypt.h), the first thing every frame of an authenticated link
+ * (node/cluster/linkcrypt.h), the first thing every frame of an authenticated link
  * meets.
  *
  * An input is a control byte (bit 0: AES-256-GCM if the CPU has it, bit 1:
@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "node/linkcrypt.h"
+#include "node/cluster/linkcrypt.h"
 
 #define FUZZ_MSG_MAX 1024
 #define FUZZ_PAY_MAX 4096

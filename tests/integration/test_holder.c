@@ -2,7 +2,7 @@
  * test_holder - a lying holder (a real ramsterd with the test-only knob
  * RAMSTER_TEST_HOLDER_LIE) answers alpha's gets with another page, the first
  * version it held of the page (an older one), or changed bytes. The seal
- * (node/seal.h) refuses each: with one copy the get answers -EIO, counted
+ * (node/remote/seal.h) refuses each: with one copy the get answers -EIO, counted
  * (remote_seal_failures); with a second, honest holder the get falls over
  * and answers the right page. No wrong byte ever reaches the client.
  */

@@ -122,7 +122,7 @@ import json, sys
 from prometheus_client.parser import text_string_to_metric_families
 stats = json.load(open(sys.argv[1]))
 fams = {f.name: f for f in text_string_to_metric_families(open(sys.argv[2]).read())}
-# the endpoint's naming rule (node/metrics.c); the parser drops a counter's _total
+# the endpoint's naming rule (node/stats/metrics.c); the parser drops a counter's _total
 renamed = {"foreign_used": "foreign_used_bytes", "foreign_budget": "foreign_budget_bytes",
            "nbd_bytes_read": "nbd_read_bytes", "nbd_bytes_written": "nbd_written_bytes",
            "loop_busy_poll_us": "loop_busy_poll_seconds"}

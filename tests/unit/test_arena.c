@@ -1,5 +1,5 @@
 /*
- * test_arena.c - the foreign store's chunked memory (node/arena.c): blocks
+ * test_arena.c - the foreign store's chunked memory (node/remote/arena.c): blocks
  * are 16-byte aligned, never overlap, are reused by size class, chunks are
  * announced as made and withdrawn before they are freed, and bad lengths get
  * nothing.
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "node/arena.h"
+#include "node/remote/arena.h"
 
 static struct {
 	int added, deleted;

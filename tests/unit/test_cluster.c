@@ -32,9 +32,9 @@
 #include <ev.h>
 #include <sodium.h>
 
-#include "node/cluster.h"
-#include "node/cluster_int.h"
-#include "node/linkcrypt.h"
+#include "node/cluster/cluster.h"
+#include "node/cluster/cluster_int.h"
+#include "node/cluster/linkcrypt.h"
 #include "node/log.h"
 #include "transport/frame.h"
 

@@ -586,7 +586,7 @@ static void test_err_numbers(void **state)
 	expect_error("[node a]\nlocal_mb = 512;comment\n", 2, "is not a number");
 }
 
-/* metrics_listen (node/metrics.c) and log_level (a reload applies it). */
+/* metrics_listen (node/stats/metrics.c) and log_level (a reload applies it). */
 static void test_metrics_listen_log_level(void **state)
 {
 	assert_int_equal(load("[node a]\nmetrics_listen = 127.0.0.1:9101\nlog_level = debug\n"), 0);

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "node/foreign.h"
+#include "node/remote/foreign.h"
 
 #define BIG_BUDGET (1ull << 40)
 

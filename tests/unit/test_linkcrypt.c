@@ -1,5 +1,5 @@
 /*
- * test_linkcrypt - frame protection (node/linkcrypt.c): both ciphers, both
+ * test_linkcrypt - frame protection (node/cluster/linkcrypt.c): both ciphers, both
  * modes; a frame opens once, in order, on its own link and direction only;
  * any changed byte fails; secure mode leaves no plaintext on the wire,
  * integrity mode leaves it and still refuses a change.
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "node/linkcrypt.h"
+#include "node/cluster/linkcrypt.h"
 
 static const char marker[] = "TOPSECRET card 4111 1111 1111 1111";
 

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "node/pools.h"
+#include "node/client/pools.h"
 #include "tmem/zcache.h"
 
 #define PAGE 4096

@@ -1,5 +1,5 @@
 /*
- * test_seal - sealed pages (node/seal.c): a sealed page opens as itself only:
+ * test_seal - sealed pages (node/remote/seal.c): a sealed page opens as itself only:
  * not as another page, another version, another owner's, nor with a byte
  * changed; secure hides the bytes, integrity does not.
  */
@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "node/seal.h"
+#include "node/remote/seal.h"
 
 static const char marker[] = "TOPSECRET card 4111";
 

@@ -1,0 +1,404 @@
+/*
+ * pools.c - the node's pool directory (pools.h).
+ *
+ * Every pool is one entry on a list (oldest first, for listings); shared
+ * entries are also chained in a hash by uuid. A client's table is an array
+ * of entry pointers indexed by the client's pool id, grown on demand up to
+ * POOLS_CLIENT_MAX. An entry counts its holds (ids naming it) and its
+ * distinct clients; the last hold destroys the tmem pool and the entry.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "node/client/pools.h"
+
+#define POOLS_BUCKETS	256
+#define POOLS_TABLE_MIN 8
+
+struct pools_entry {
+	struct pools_entry *next, *prev; /* every pool, oldest first */
+	struct pools_entry *hnext;	 /* shared: next in the uuid bucket */
+	uint32_t pool;
+	unsigned flags;
+	unsigned char uuid[POOLS_UUID_LEN];
+	uint32_t clients;
+	uint32_t holds;
+	uint64_t owner;
+	uid_t uid;
+	gid_t gid;
+	unsigned mode;
+	struct users_user *user;          /* charged to (NULL: none) */
+	struct pools_entry *onext, *oprev; /* the pools user owns */
+};
+
+struct pools {
+	struct tmem *t;
+	struct pools_entry all; /* list head */
+	struct pools_entry *buckets[POOLS_BUCKETS];
+	uint64_t n_private;
+	uint64_t n_shared;
+};
+
+struct pools_client {
+	struct pools *p;
+	uint64_t id;
+	struct users *users;
+	const struct users_cred *cred; /* NULL: privileged, charged to nobody */
+	struct users_user *user;
+	uint32_t cap;
+	struct pools_entry **slot;
+};
+
+/* FNV-1a over the uuid. */
+static unsigned pools_hash(const unsigned char *uuid)
+{
+	uint32_t h = 2166136261u;
+	int i;
+
+	for (i = 0; i < POOLS_UUID_LEN; i++)
+		h = (h ^ uuid[i]) * 16777619u;
+	return h % POOLS_BUCKETS;
+}
+
+static struct pools_entry *pools_lookup(const struct pools *p, const unsigned char *uuid)
+{
+	struct pools_entry *e;
+
+	for (e = p->buckets[pools_hash(uuid)]; e; e = e->hnext)
+		if (!memcmp(e->uuid, uuid, POOLS_UUID_LEN))
+			return e;
+	return NULL;
+}
+
+struct pools *pools_create(struct tmem *t)
+{
+	struct pools *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->t = t;
+	p->all.next = p->all.prev = &p->all;
+	return p;
+}
+
+/* Destroy e's tmem pool and forget e. */
+static void pools_entry_free(struct pools *p, struct pools_entry *e)
+{
+	struct pools_entry **pp;
+
+	(void)tmem_pool_destroy(p->t, e->pool);
+	if (e->user) {
+		if (e->oprev)
+			e->oprev->onext = e->onext;
+		else
+			e->user->owned = e->onext;
+		if (e->onext)
+			e->onext->oprev = e->oprev;
+		users_pool_drop(NULL, e->user);
+	}
+	e->prev->next = e->next;
+	e->next->prev = e->prev;
+	if (e->flags & TMEM_SHARED) {
+		for (pp = &p->buckets[pools_hash(e->uuid)]; *pp != e; pp = &(*pp)->hnext)
+			;
+		*pp = e->hnext;
+		p->n_shared--;
+	} else {
+		p->n_private--;
+	}
+	free(e);
+}
+
+void pools_destroy(struct pools *p)
+{
+	if (!p)
+		return;
+	while (p->all.next != &p->all)
+		pools_entry_free(p, p->all.next);
+	free(p);
+}
+
+struct pools_client *pools_client_new(struct pools *p, uint64_t id)
+{
+	struct pools_client *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->p = p;
+	c->id = id;
+	return c;
+}
+
+void pools_client_set_cred(struct pools_client *c, struct users *u, const struct users_cred *cred,
+			   struct users_user *uu)
+{
+	c->users = u;
+	c->cred = cred;
+	c->user = uu;
+}
+
+void pools_client_free(struct pools_client *c)
+{
+	uint32_t i;
+
+	if (!c)
+		return;
+	for (i = 0; i < c->cap; i++)
+		if (c->slot[i])
+			pools_release(c, (int)i);
+	free(c->slot);
+	free(c);
+}
+
+static bool pools_client_holds(const struct pools_client *c, const struct pools_entry *e)
+{
+	uint32_t i;
+
+	for (i = 0; i < c->cap; i++)
+		if (c->slot[i] == e)
+			return true;
+	return false;
+}
+
+/* @return the lowest free id of c (growing its table), or -ENOSPC / -ENOMEM. */
+static int pools_client_free_id(struct pools_client *c)
+{
+	struct pools_entry **slot;
+	uint32_t i, cap;
+
+	for (i = 0; i < c->cap; i++)
+		if (!c->slot[i])
+			return (int)i;
+	if (c->cap >= POOLS_CLIENT_MAX)
+		return -ENOSPC;
+	cap = c->cap ? c->cap * 2 : POOLS_TABLE_MIN;
+	if (cap > POOLS_CLIENT_MAX)
+		cap = POOLS_CLIENT_MAX;
+	slot = realloc(c->slot, cap * sizeof(*slot));
+	if (!slot)
+		return -ENOMEM;
+	memset(slot + c->cap, 0, (cap - c->cap) * sizeof(*slot));
+	c->slot = slot;
+	i = c->cap;
+	c->cap = cap;
+	return (int)i;
+}
+
+/* A new entry over a new tmem pool. @return 0 with *out set, or -errno. */
+static int pools_entry_new(struct pools_client *c, unsigned flags, const unsigned char *uuid,
+			   unsigned mode, struct pools_entry **out)
+{
+	struct pools *p = c->p;
+	struct pools_entry *e;
+	uint64_t owner = c->id;
+	int pool, rc;
+
+	if (c->user) {
+		rc = users_pool_take(c->users, c->user);
+		if (rc)
+			return rc;
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e) {
+		rc = -ENOMEM;
+		goto drop;
+	}
+	pool = tmem_pool_new(p->t, flags);
+	if (pool < 0) {
+		free(e);
+		rc = pool;
+		goto drop;
+	}
+	if (c->user && c->user->tier_owner < TMEM_OWNERS_MAX)
+		/* the tier's weighted eviction charges its pages to the uid */
+		(void)tmem_pool_set_owner(p->t, (uint32_t)pool, c->user->tier_owner,
+					  c->user->weight);
+	e->mode = mode;
+	if (c->cred) {
+		e->uid = c->cred->uid;
+		e->gid = c->cred->gid;
+	}
+	e->user = c->user;
+	if (e->user) {
+		e->onext = e->user->owned;
+		if (e->onext)
+			e->onext->oprev = e;
+		e->user->owned = e;
+	}
+	e->pool = (uint32_t)pool;
+	e->flags = flags;
+	if (flags & TMEM_SHARED) {
+		unsigned h = pools_hash(uuid);
+
+		memcpy(e->uuid, uuid, POOLS_UUID_LEN);
+		e->hnext = p->buckets[h];
+		p->buckets[h] = e;
+		p->n_shared++;
+	} else {
+		e->owner = owner;
+		p->n_private++;
+	}
+	e->prev = p->all.prev;
+	e->next = &p->all;
+	p->all.prev->next = e;
+	p->all.prev = e;
+	*out = e;
+	return 0;
+drop:
+	if (c->user)
+		users_pool_drop(c->users, c->user);
+	return rc;
+}
+
+/* The bits of e's mode that apply to cred (all for the privileged). */
+static unsigned pools_access(const struct pools_entry *e, const struct users_cred *cred)
+{
+	if (!cred || cred->privileged)
+		return USERS_READ | USERS_WRITE;
+	if (!(e->flags & TMEM_SHARED))
+		return e->uid == cred->uid ? USERS_READ | USERS_WRITE : 0;
+	if (e->uid == cred->uid)
+		return (e->mode >> 6) & 7;
+	if (users_cred_in_group(cred, e->gid))
+		return (e->mode >> 3) & 7;
+	return e->mode & 7;
+}
+
+int pools_new(struct pools_client *c, unsigned flags, const unsigned char *uuid)
+{
+	return pools_new_mode(c, flags, uuid, 0);
+}
+
+int pools_new_mode(struct pools_client *c, unsigned flags, const unsigned char *uuid,
+		   unsigned mode)
+{
+	struct pools *p = c->p;
+	struct pools_entry *e;
+	int id, rc;
+
+	if (flags & ~(unsigned)(TMEM_PERSISTENT | TMEM_SHARED))
+		return -EINVAL;
+	if (!(flags & TMEM_SHARED) != !uuid)
+		return -EINVAL;
+	if (mode > 0777 || (mode && !(flags & TMEM_SHARED)))
+		return -EINVAL;
+	if (!mode)
+		mode = USERS_MODE_DEFAULT;
+	id = pools_client_free_id(c);
+	if (id < 0)
+		return id;
+	e = uuid ? pools_lookup(p, uuid) : NULL;
+	if (e) {
+		if (!(pools_access(e, c->cred) & (USERS_READ | USERS_WRITE))) {
+			if (c->user)
+				c->user->refused_access++;
+			return -EACCES;
+		}
+		if ((e->flags ^ flags) & TMEM_PERSISTENT)
+			return -EINVAL;
+		if (!pools_client_holds(c, e))
+			e->clients++;
+	} else {
+		rc = pools_entry_new(c, flags, uuid, mode, &e);
+		if (rc)
+			return rc;
+		e->clients = 1;
+	}
+	e->holds++;
+	c->slot[id] = e;
+	return id;
+}
+
+int pools_release(struct pools_client *c, int id)
+{
+	struct pools_entry *e;
+
+	if (id < 0 || (uint32_t)id >= c->cap || !c->slot[id])
+		return -ENOENT;
+	e = c->slot[id];
+	c->slot[id] = NULL;
+	if (!pools_client_holds(c, e))
+		e->clients--;
+	if (--e->holds == 0)
+		pools_entry_free(c->p, e);
+	return 0;
+}
+
+int pools_resolve(const struct pools_client *c, int id, uint32_t *pool)
+{
+	if (id < 0 || (uint32_t)id >= c->cap || !c->slot[id])
+		return -ENOENT;
+	*pool = c->slot[id]->pool;
+	return 0;
+}
+
+int pools_resolve_for(const struct pools_client *c, int id, unsigned need, uint32_t *pool,
+		      struct users_user **owner)
+{
+	const struct pools_entry *e;
+
+	if (id < 0 || (uint32_t)id >= c->cap || !c->slot[id])
+		return -ENOENT;
+	e = c->slot[id];
+	if ((pools_access(e, c->cred) & need) != need) {
+		if (c->user)
+			c->user->refused_access++;
+		return -EACCES;
+	}
+	*pool = e->pool;
+	if (owner)
+		*owner = e->user;
+	return 0;
+}
+
+uint64_t pools_owner_pages(const struct pools *p, const struct users_user *uu, uint64_t *remote)
+{
+	const struct pools_entry *e;
+	struct tmem_pool_info ti;
+	uint64_t pages = 0, rem = 0;
+
+	for (e = uu->owned; e; e = e->onext)
+		if (!tmem_pool_info(p->t, e->pool, &ti)) {
+			pages += ti.pages;
+			rem += ti.remote;
+		}
+	if (remote)
+		*remote = rem;
+	return pages;
+}
+
+bool pools_visible(const struct pools_info *info, const struct users_cred *cred)
+{
+	struct pools_entry e = {.flags = info->flags, .uid = info->uid, .gid = info->gid,
+				.mode = info->mode};
+
+	return pools_access(&e, cred) != 0;
+}
+
+void pools_foreach(const struct pools *p, void (*fn)(void *arg, const struct pools_info *info),
+		   void *arg)
+{
+	const struct pools_entry *e;
+	struct pools_info info;
+
+	for (e = p->all.next; e != &p->all; e = e->next) {
+		info.pool = e->pool;
+		info.flags = e->flags;
+		memcpy(info.uuid, e->uuid, POOLS_UUID_LEN);
+		info.clients = e->clients;
+		info.holds = e->holds;
+		info.owner = e->owner;
+		info.uid = e->uid;
+		info.gid = e->gid;
+		info.mode = e->mode;
+		info.user = e->user;
+		fn(arg, &info);
+	}
+}
+
+void pools_count(const struct pools *p, uint64_t *private_pools, uint64_t *shared_pools)
+{
+	*private_pools = p->n_private;
+	*shared_pools = p->n_shared;
+}

@@ -1,0 +1,613 @@
+/*
+ * remote.c - the node's remote side (remote.h): its life cycle, the tier's
+ * view of the collective (zcache_remote_ops), remote flushes, placing a copy
+ * on a peer, peers coming and going, and the counters. The rest is in the
+ * files remote_int.h names.
+ *
+ * Remote flushes are queued (tmem calls the flush hooks under a bucket lock,
+ * where sending is not safe) through a handoff to the loop, and each is
+ * retried until acked or the holder is dead.
+ */
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "node/remote/arena.h"
+#include "node/clock.h"
+#include "node/log.h"
+#include "node/remote/remote_int.h"
+
+void remote_page_init(Ramster__Peer__Page *pg, const struct tmem_handle *h, unsigned flags,
+			     uint32_t checksum)
+{
+	ramster__peer__page__init(pg);
+	pg->pool = h->pool;
+	pg->oid0 = h->oid.w[0];
+	pg->oid1 = h->oid.w[1];
+	pg->oid2 = h->oid.w[2];
+	pg->index = h->index;
+	pg->flags = flags;
+	pg->checksum = checksum;
+}
+
+/* ---- remote flushes ------------------------------------------------------------ */
+
+static void flush_send(struct rflush *f);
+
+/* Keep f for node's return (it is unreachable). */
+static void flog_add(struct remote *r, struct rflush *f)
+{
+	struct flog *l = &r->flog[f->node];
+
+	f->item.next = NULL;
+	if (l->tail)
+		l->tail->item.next = &f->item;
+	else
+		l->head = f;
+	l->tail = f;
+	l->n++;
+	r->flushes_logged++;
+	if (l->n == FLOG_MAX) {
+		/* too much changed while it was away: give its copies up, they are found lost */
+		r->flush_log_overflows++;
+		log_warn("node %u: %u flushes owed while it is unreachable: giving its copies up",
+			 f->node, FLOG_MAX);
+		cluster_forget(r->cl, f->node);
+	}
+}
+
+/* Forget the flushes owed to node: its copies are gone. */
+static void flog_forget(struct remote *r, uint32_t node)
+{
+	struct flog *l = &r->flog[node];
+	struct rflush *f = l->head, *next;
+
+	for (; f; f = next) {
+		next = (struct rflush *)f->item.next;
+		r->flushes_forgotten++;
+		free(f);
+	}
+	*l = (struct flog){ 0 };
+}
+
+/* node is back with the same incarnation: send what it is owed, in order. */
+static void flog_replay(struct remote *r, uint32_t node)
+{
+	struct flog *l = &r->flog[node];
+	struct rflush *f = l->head, *next;
+
+	*l = (struct flog){ 0 };
+	if (f)
+		log_info("node %u is back: sending the flushes it missed", node);
+	for (; f; f = next) {
+		next = (struct rflush *)f->item.next;
+		r->flushes_replayed++;
+		f->attempts = 0;
+		flush_send(f);
+	}
+}
+
+static void flush_cb(void *arg, int result, const Ramster__Peer__Msg *reply, const uint8_t *payload,
+		     size_t plen)
+{
+	struct rflush *f = arg;
+	struct remote *r = f->r;
+
+	if (result == -ETIMEDOUT && f->attempts < 1000) {
+		r->flush_retries++;
+		flush_send(f);
+		return;
+	}
+	if (result == -EHOSTDOWN || result == -ECANCELED || result == -ETIMEDOUT)
+		atomic_fetch_add(&r->flushes_dropped, 1); /* its copies are gone with it */
+	free(f);
+}
+
+static void flush_send(struct rflush *f)
+{
+	struct remote *r = f->r;
+	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
+	Ramster__Peer__Page pg;
+	unsigned epoch = cluster_epoch(r->cl, f->node);
+
+	if (!r->closing && cluster_alive(r->cl, f->node, epoch) &&
+	    !cluster_reachable(r->cl, f->node, epoch)) {
+		flog_add(r, f); /* unreachable: owed until it comes back */
+		return;
+	}
+	remote_page_init(&pg, &f->h, 0, 0);
+	m.op = f->op;
+	m.page = &pg;
+	f->attempts++;
+	if (cluster_request(r->cl, f->node, &m, NULL, 0, r->timeout_ms, flush_cb, f)) {
+		atomic_fetch_add(&r->flushes_dropped, 1);
+		free(f);
+		return;
+	}
+	r->flushes_sent++;
+}
+
+void remote_flush_now(struct remote *r, uint32_t node, int op, const struct tmem_handle *h)
+{
+	struct rflush *f = calloc(1, sizeof(*f));
+
+	if (!f) {
+		atomic_fetch_add(&r->flushes_dropped, 1);
+		return;
+	}
+	f->r = r;
+	f->node = node;
+	f->op = op;
+	f->h = *h;
+	flush_send(f);
+}
+
+/* Queue a flush; any thread, any lock held (tmem calls this under a bucket lock). */
+void remote_flush_queue(struct remote *r, uint32_t node, int op, const struct tmem_handle *h)
+{
+	struct rflush *f = calloc(1, sizeof(*f));
+
+	if (!f) {
+		/* The holder keeps an orphan page until our session with it ends. */
+		atomic_fetch_add(&r->flushes_dropped, 1);
+		return;
+	}
+	f->r = r;
+	f->node = node;
+	f->op = op;
+	f->h = *h;
+	handoff_push(&r->flushes, &f->item);
+}
+
+/* The loop's end of r->flushes. */
+static void flushes_cb(void *arg, struct handoff_item *list)
+{
+	while (list) {
+		struct rflush *f = (struct rflush *)list;
+
+		list = list->next;
+		flush_send(f);
+	}
+}
+
+static void nodes_flush(struct remote *r, uint64_t nodes, int op, const struct tmem_handle *h)
+{
+	uint32_t n;
+
+	for (n = 1; n <= 64; n++)
+		if (nodes & (1ull << (n - 1)))
+			remote_flush_queue(r, n, op, h);
+}
+
+/* ---- the tier's view of the collective (zcache_remote_ops) --------------------------- */
+
+static bool ops_alive(void *arg, unsigned node, unsigned epoch)
+{
+	struct remote *r = arg;
+
+	return cluster_alive(r->cl, node, epoch);
+}
+
+static void ops_flush_page(void *arg, unsigned node, bool pers, const struct tmem_handle *h)
+{
+	remote_flush_queue(arg, node, RAMSTER__PEER__OP__P_FLUSH, h);
+}
+
+static void ops_flush_object(void *arg, uint64_t nodes, bool pers, const struct tmem_handle *h)
+{
+	nodes_flush(arg, nodes, RAMSTER__PEER__OP__P_FLUSH_OBJECT, h);
+}
+
+static void ops_flush_pool(void *arg, uint64_t nodes, bool pers, uint32_t pool)
+{
+	struct tmem_handle h = { .pool = pool };
+
+	nodes_flush(arg, nodes, RAMSTER__PEER__OP__P_FLUSH_POOL, &h);
+}
+
+static const struct zcache_remote_ops remote_zops = {
+	.alive = ops_alive,
+	.flush_page = ops_flush_page,
+	.flush_object = ops_flush_object,
+	.flush_pool = ops_flush_pool,
+};
+
+/* ---- placing a copy ---------------------------------------------------------------- */
+
+/*
+ * Send len bytes of h's page (checksum, persistent or not) to a peer that is
+ * not in *exclude, chosen by cluster_pick; a peer that cannot be asked joins
+ * *exclude and the next is tried, while *tries < max. *to is the peer asked
+ * (set before the request goes); cb(arg, ...) follows a request that went.
+ * @return 0, or -ENOSPC (no peer could be asked: no cb).
+ */
+int remote_copy_send(struct remote *r, const struct tmem_handle *h, bool pers, const void *data,
+		     size_t len, uint64_t *exclude, unsigned *tries, unsigned max, uint32_t *to,
+		     cluster_reply_fn cb, void *arg)
+{
+	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
+	Ramster__Peer__Page pg;
+	int node;
+
+	while (*tries < max) {
+		node = cluster_pick(r->cl, len, *exclude);
+		if (node < 0)
+			break;
+		(*tries)++;
+		*to = (uint32_t)node;
+		/* checksum 0: the link's tag covers the bytes in transit, our seal end to end */
+		remote_page_init(&pg, h, pers ? PAGE_PERSISTENT : 0, 0);
+		m.op = RAMSTER__PEER__OP__P_PUT;
+		m.page = &pg;
+		if (cluster_request(r->cl, (uint32_t)node, &m, data, len, r->timeout_ms, cb, arg) ==
+		    0) {
+			r->pages_sent++;
+			return 0;
+		}
+		*exclude |= 1ull << (node - 1);
+	}
+	r->no_target++;
+	return -ENOSPC;
+}
+
+static void on_peer_up(void *arg, uint32_t node, uint64_t session)
+{
+	struct remote *r = arg;
+	struct owner_lease *o = &r->owner[node];
+	uint64_t n = foreign_drop_owner(r->fs, node, session);
+	struct replica_usage u;
+
+	if (o->down_since_ns)
+		log_info("node %u back after %.1f s unreachable: its %llu pages here kept", node,
+			 (double)(clock_now_ns() - o->down_since_ns) / 1e9,
+			 (unsigned long long)foreign_owner_pages(r->fs, node));
+	o->down_since_ns = 0;
+	o->session = session;
+	if (o->dropped && o->dropped != session)
+		o->dropped = 0; /* it moved to a new session: it knows */
+	/* what it missed while unreachable (same incarnation: else the log is gone) */
+	flog_replay(r, node);
+	/* its pages kept under this session: readable over the new link (if rdma) */
+	serve_register_chunks(r, node);
+	/* a new target for pages below their replica count */
+	replica_usage(zcache_replicas(r->z), &u);
+	if (u.degraded)
+		repair_kick(r);
+
+	if (n) {
+		r->owner_drops += n;
+		log_notice("dropped %llu pages held for node %u from its earlier session",
+			   (unsigned long long)n, node);
+	}
+}
+
+/* Silent past dead_after_ms: nothing is forgotten, on either side. */
+static void on_peer_unreachable(void *arg, uint32_t node)
+{
+	struct remote *r = arg;
+	uint64_t n;
+
+	/* as a holder: its pages stay, on a lease of orphan_after_ms */
+	r->owner[node].down_since_ns = clock_now_ns();
+	/* as an owner: pages with copies elsewhere get a new copy in place of this
+	 * one (its old copy is trimmed by a flush when it comes back); pages whose
+	 * only copy is there wait for it */
+	n = replica_mark_holder(zcache_replicas(r->z), node);
+	if (n) {
+		log_notice("%llu pages had a copy on unreachable node %u: copying them elsewhere",
+			   (unsigned long long)n, node);
+		repair_kick(r);
+	}
+}
+
+/* Its copies are gone: it restarted, its lease expired, or it dropped our pages. */
+static void on_peer_down(void *arg, uint32_t node, const char *why)
+{
+	struct remote *r = arg;
+	struct owner_lease *o = &r->owner[node];
+	bool it_dropped = !strcmp(why, "it dropped our pages");
+	uint64_t n = 0;
+
+	/* as a holder: a restarted owner's index is gone, an expired lease ends ours */
+	if (!it_dropped) {
+		n = foreign_drop_owner(r->fs, node, 0);
+		if (!strcmp(why, "lease expired")) {
+			r->orphans_expired += n;
+			if (o->session)
+				o->dropped = o->session; /* tell it, should it come back */
+		} else {
+			r->owner_drops += n;
+		}
+		if (n)
+			log_notice("dropped %llu pages held for node %u (%s)",
+				   (unsigned long long)n, node, why);
+		o->down_since_ns = 0;
+	}
+	/* as an owner: nothing owed to copies that are gone; remake them elsewhere */
+	flog_forget(r, node);
+	n = replica_mark_holder(zcache_replicas(r->z), node);
+	if (n) {
+		log_notice("%llu pages had a copy on node %u (%s): re-replicating them",
+			   (unsigned long long)n, node, why);
+		repair_kick(r);
+	}
+}
+
+static uint64_t on_dropped_session(void *arg, uint32_t node)
+{
+	struct remote *r = arg;
+
+	return r->owner[node].dropped;
+}
+
+static void on_donate(void *arg, uint64_t *free_bytes, uint64_t *total)
+{
+	struct remote *r = arg;
+	struct foreign_stats s;
+
+	foreign_get_stats(r->fs, &s);
+	*total = s.budget;
+	*free_bytes = s.used < s.budget && !r->drain.on ? s.budget - s.used : 0;
+}
+
+static uint64_t on_foreign_pages(void *arg, uint32_t node)
+{
+	struct remote *r = arg;
+
+	return foreign_owner_pages(r->fs, node);
+}
+
+static const struct cluster_handlers remote_handlers = {
+	.on_request = serve_request,
+	.on_peer_up = on_peer_up,
+	.on_peer_down = on_peer_down,
+	.on_peer_unreachable = on_peer_unreachable,
+	.dropped_session = on_dropped_session,
+	.donate = on_donate,
+	.foreign_pages = on_foreign_pages,
+};
+
+/* ---- life cycle ---------------------------------------------------------------------------------- */
+
+struct remote *remote_create(struct ev_loop *loop, struct zcache *z, const struct config *cfg,
+			     const struct config_node *self, char *err, size_t errlen)
+{
+	uint8_t key[CLUSTER_KEY_LEN];
+	struct remote *r;
+
+	if (cluster_load_key(cfg->secret_file, key, err, errlen))
+		return NULL;
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	r->loop = loop;
+	r->z = z;
+	r->t = zcache_tmem(z);
+	r->self = self->id;
+	r->timeout_ms = cfg->request_timeout_ms ? cfg->request_timeout_ms : cfg->dead_after_ms;
+	r->high = cfg->high_watermark_pct;
+	r->low = cfg->low_watermark_pct;
+	r->rem_eph = cfg->remotify_ephemeral;
+	r->rem_pers = cfg->remotify_persistent;
+	r->replicas = cfg->replicas ? cfg->replicas : 1;
+	r->rdma_read = cfg->env.rdma_read;
+	r->holder_lie = cfg->env.holder_lie;
+	r->seal = seal_create(self->id, cfg->link_integrity_only);
+	if (!r->seal) {
+		snprintf(err, errlen, "cannot make the page sealing key (libsodium)");
+		free(r);
+		return NULL;
+	}
+	/* remote descriptors keep the seal's version where adler32 was: the seal checks the bytes */
+	zcache_set_sealed(z, true);
+	remotify_init(r);
+	handoff_init(&r->flushes, loop, flushes_cb, r);
+	repair_init(r, cfg->rereplicate_rate ? cfg->rereplicate_rate : 2000);
+	drain_init(r);
+	/* bring repatriated pages home only below the low watermark, or remotify
+	 * would push them straight out again */
+	{
+		struct zcache_stats zs;
+
+		zcache_get_stats(z, &zs);
+		zcache_set_home_limit(z, zs.budget_frames * r->low / 100);
+	}
+	r->fs = foreign_create(self->donate_mb * 1024 * 1024);
+	if (!r->fs) {
+		snprintf(err, errlen, "cannot create the foreign store (donate_mb %llu)",
+			 (unsigned long long)self->donate_mb);
+		goto fail;
+	}
+	foreign_set_hooks(r->fs, &serve_arena_hooks, r);
+	r->cl = cluster_create(loop, cfg, self, key, &remote_handlers, r, err, errlen);
+	sodium_memzero(key, sizeof(key));
+	if (!r->cl)
+		goto fail;
+	zcache_set_remote(z, &remote_zops, r);
+	if (remotify_start(r)) {
+		snprintf(err, errlen, "cannot start the remotify thread");
+		goto fail;
+	}
+	return r;
+fail:
+	remote_destroy(r);
+	return NULL;
+}
+
+void remote_destroy(struct remote *r)
+{
+	struct handoff_item *list;
+
+	if (!r)
+		return;
+	remotify_stop(r);
+	repair_stop(r);
+	drain_stop(r);
+	r->closing = true;
+	remote_gets_cancel(r);
+	/* In-flight requests are cancelled (their callbacks finish the frames). */
+	cluster_destroy(r->cl);
+	r->cl = NULL;
+	for (uint32_t n = 1; n <= 64; n++)
+		flog_forget(r, n);
+	list = handoff_fini(&r->flushes);
+	while (list) {
+		struct handoff_item *next = list->next;
+
+		free(list);
+		list = next;
+	}
+	remotify_fini(r);
+	zcache_set_remote(r->z, NULL, NULL);
+	foreign_destroy(r->fs);
+	seal_destroy(r->seal);
+	holder_lie_free(r);
+	free(r);
+}
+
+/* ---- reload hook (node/reload.c) ---- */
+void remote_set_tunables(struct remote *r, const struct config *cfg,
+			 const struct config_node *self)
+{
+	struct zcache_stats zs;
+
+	pthread_mutex_lock(&r->th.lock); /* the remotify thread reads these under it */
+	r->high = cfg->high_watermark_pct;
+	r->low = cfg->low_watermark_pct;
+	r->rem_eph = cfg->remotify_ephemeral;
+	r->rem_pers = cfg->remotify_persistent;
+	pthread_cond_signal(&r->th.cond);
+	pthread_mutex_unlock(&r->th.lock);
+	r->replicas = cfg->replicas ? cfg->replicas : 1;
+	r->repair.rate = cfg->rereplicate_rate ? cfg->rereplicate_rate : 2000;
+	r->timeout_ms = cfg->request_timeout_ms ? cfg->request_timeout_ms : cfg->dead_after_ms;
+	zcache_get_stats(r->z, &zs);
+	zcache_set_home_limit(r->z, zs.budget_frames * r->low / 100);
+	foreign_set_budget(r->fs, self->donate_mb * 1024 * 1024);
+}
+/* ---- end of the reload hook ---- */
+
+struct cluster *remote_cluster(struct remote *r)
+{
+	return r->cl;
+}
+
+uint64_t remote_pages_held_for(struct remote *r, uint32_t node)
+{
+	return foreign_owner_pages(r->fs, node);
+}
+
+void remote_foreach_stat(struct remote *r,
+			 void (*fn)(void *arg, const char *name, uint64_t value, const char *help),
+			 void *arg)
+{
+	struct foreign_stats fs;
+
+#define R(f, h) fn(arg, "remote_" #f, r->f, h)
+	pthread_mutex_lock(&r->th.lock);
+	fn(arg, "remote_frames_taken", r->th.frames_taken, "frames the remotify thread took (zombies)");
+	fn(arg, "remote_remotify_dozes", r->th.dozes,
+	   "times the idle remotify thread dozed (looks once a second until a put)");
+	fn(arg, "remote_remotify_kicks", r->th.kicks, "puts that woke the dozing remotify thread");
+	pthread_mutex_unlock(&r->th.lock);
+	R(frames_done, "of those, finished");
+	R(frames_partial, "frames none of whose pages could be placed (back on the LRU)");
+	R(pages_sent, "page copies sent to peers (remotify, re-replication, drain)");
+	R(pages_placed, "pages a peer acknowledged (now remote)");
+	R(pages_failed, "pages no peer would take (stayed local)");
+	R(retries, "remotify pages retried on another peer");
+	R(no_target, "remotify attempts that found no live peer with room");
+	R(stale_flushes, "pages changed in flight whose remote copy was flushed");
+	R(gets, "gets of remote pages (repatriate)");
+	R(get_hits, "repatriated pages returned");
+	R(get_lost, "persistent remote pages lost (-EIO)");
+	R(get_misses, "ephemeral remote pages missing");
+	R(get_unreachable, "gets that found a holder unreachable (they wait for it: the page is kept)");
+	R(get_retries, "times a get asked its holders again (a timeout or a lost link, the holder alive)");
+	R(flushes_sent, "remote flushes sent (page, object, pool)");
+	R(flush_retries, "remote flushes resent after a timeout");
+	fn(arg, "remote_flushes_dropped", atomic_load(&r->flushes_dropped),
+	   "remote flushes dropped: the holder is dead");
+	R(served_puts, "peer pages stored in the foreign store");
+	R(served_puts_refused, "peer pages refused (store full, draining)");
+	R(served_gets, "peer gets answered with a page");
+	R(served_get_misses, "peer gets of pages not held");
+	R(served_flushes, "peer flushes served");
+	R(owner_drops, "pages dropped because their owner died, restarted or re-linked");
+	R(pings, "diagnostic round trips through a peer (ramster_ping)");
+	R(served_echoes, "diagnostic round trips answered for peers");
+	R(copies_placed, "page copies peers acknowledged (replicas per persistent page)");
+	R(partial_flushes, "copies flushed because a page could not get all its replicas");
+	R(get_fallovers, "remote gets that asked the next holder (one failed or was bad)");
+	R(rdma_reads, "remote gets served by a one-sided RDMA READ");
+	R(rdma_read_fallbacks, "one-sided reads that failed or read other bytes (asked by message)");
+	R(rdma_chunks, "foreign store chunks registered on rdma links for peers' reads");
+	R(rdma_chunk_errors, "foreign store chunks that could not be registered (no reads there)");
+	R(flushes_logged, "flushes owed to unreachable holders, kept for their return");
+	R(flushes_replayed, "owed flushes sent when the holder came back");
+	R(flushes_forgotten, "owed flushes forgotten: the holder's copies were gone");
+	R(flush_log_overflows, "holders given up: too many flushes owed while unreachable");
+	R(unanswered_puts_flushed, "copies flushed: their put timed out (the holder may keep one)");
+	R(copies_trimmed, "copies on an unreachable holder flushed: re-made elsewhere meanwhile");
+	R(orphans_expired, "pages held for a peer dropped: unreachable past orphan_after_ms");
+	R(orphans_reclaimed, "pages held for an unreachable peer dropped: room was needed");
+	R(orphan_reclaims, "unreachable owners whose pages were reclaimed for room");
+	R(seal_failures, "copies of our pages whose seal did not open: another page, an older "
+			 "version or changed bytes (the get asked the next holder, else -EIO)");
+	if (r->holder_lie)
+		R(holder_lies, "test only (RAMSTER_TEST_HOLDER_LIE): answers made up as a holder");
+	fn(arg, "remote_returns_served", r->drain.returns_served,
+	   "copies a draining peer handed back, placed elsewhere");
+	fn(arg, "remote_returns_refused", r->drain.returns_refused,
+	   "copies a draining peer handed back that were not wanted or placed");
+#undef R
+	{
+		struct replica_usage u;
+
+		replica_usage(zcache_replicas(r->z), &u);
+		fn(arg, "replica_target", r->replicas, "copies kept of each remote persistent page");
+		fn(arg, "replica_below_target", u.degraded,
+		   "remote persistent pages with fewer live copies than the target now");
+		fn(arg, "replica_lost_now", u.lost,
+		   "remote persistent pages with no live copy now (gets answer -EIO)");
+	}
+	fn(arg, "replica_rereplicated", r->repair.rereplicated, "copies made again after a holder died");
+	fn(arg, "replica_repair_failed", r->repair.failed,
+	   "re-replications that failed (no source or no target; tried again)");
+	fn(arg, "replica_repair_stale", r->repair.stale,
+	   "re-replicated copies flushed: the page changed meanwhile");
+	fn(arg, "replica_lost", r->repair.lost, "persistent pages whose every copy died (logged)");
+	fn(arg, "replica_repair_passes", r->repair.passes, "passes of the repair walk");
+	fn(arg, "replica_repair_waits", r->repair.waits,
+	   "pauses of the repair walk: no live peer could take another copy");
+	fn(arg, "replica_repair_active", r->repair.on, "1 while re-replication is running");
+	{
+		struct foreign_stats ds;
+
+		foreign_get_stats(r->fs, &ds);
+		fn(arg, "drain_active", r->drain.on, "1 while this node is draining or drained");
+		fn(arg, "drain_pages_left", r->drain.on ? ds.pages : 0,
+		   "pages still held for peers while draining");
+	}
+	fn(arg, "drain_returned", r->drain.returned, "pages handed to their owners (drain)");
+	fn(arg, "drain_orphans", r->drain.orphans, "pages dropped in a drain: the owner no longer wanted them");
+	fn(arg, "drain_failed", r->drain.failed, "hand-backs that failed (tried again)");
+	fn(arg, "drain_refused", r->drain.refused, "peer pages refused while draining");
+	foreign_get_stats(r->fs, &fs);
+	fn(arg, "foreign_pages", fs.pages, "pages held for peers now");
+	fn(arg, "foreign_bytes", fs.bytes, "their compressed bytes");
+	fn(arg, "foreign_used", fs.used, "bytes charged to donate_mb");
+	fn(arg, "foreign_ram", fs.ram, "RAM the foreign store holds (data, records, arena slack)");
+	fn(arg, "foreign_budget", fs.budget, "donate_mb in bytes");
+	fn(arg, "foreign_refused_full", fs.refused_full, "peer pages refused: donate_mb full");
+	fn(arg, "foreign_dropped", fs.dropped, "peer pages dropped with their owner's session");
+	cluster_foreach_stat(r->cl, fn, arg);
+}
+

@@ -1,0 +1,303 @@
+/*
+ * remote_int.h - private to the files of the node's remote side (remote.h):
+ *
+ *   remote.c      life cycle, the tier's remote ops, remote flushes, placing
+ *                 a copy, peers coming and going, the counters;
+ *   remotify.c    the remotify thread and the loop's half (frames to peers),
+ *                 and the waits for room it ends;
+ *   repatriate.c  gets of pages that live on peers;
+ *   repair.c      re-replication after a holder died;
+ *   drain.c       a draining holder hands pages back; the owner takes them;
+ *   serve.c       serving peers from the foreign store, and ping.
+ *
+ * Every sub-state below says who touches it: "loop only" (the event loop's
+ * thread) or "shared, under X". The lock order is written once, in
+ * docs/design.md ("Threads, locks and errors").
+ */
+#ifndef RAMSTER_NODE_REMOTE_INT_H
+#define RAMSTER_NODE_REMOTE_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <ev.h>
+
+#include "common/util.h"
+#include "node/remote/foreign.h"
+#include "node/handoff.h"
+#include "node/remote/remote.h"
+#include "node/remote/seal.h"
+
+/* ---- tunables --------------------------------------------------------------- */
+
+#define REMOTIFY_INFLIGHT 32      /* frames handed to the loop and not done */
+#define REMOTIFY_IDLE_MS 5        /* how often an idle thread looks at the tier */
+#define REMOTIFY_DOZE_LOOKS 20    /* idle looks with no change before the thread dozes */
+#define REMOTIFY_DOZE_MS 1000     /* a dozing thread's look (a put wakes it sooner) */
+#define REMOTIFY_BACKOFF_MS 50    /* pause after a frame found no peer */
+#define GET_RETRY_MIN_MS 10       /* a get whose live holders all timed out asks again, */
+#define GET_RETRY_MAX_MS 500      /* ... after a pause that doubles up to this */
+#define REMOTIFY_TRIES 3          /* peers tried for one page (plus one per extra copy) */
+#define REPAIR_INFLIGHT 16        /* re-replications at once */
+#define REPAIR_TICK_MS 10         /* the repair walk's pace */
+#define REPAIR_WALK 4096          /* records looked at a tick, at most */
+#define REPAIR_IDLE_MS 500        /* pause after a pass that could mend nothing */
+#define DRAIN_INFLIGHT 8          /* pages handed back at once */
+#define DRAIN_TICK_MS 10
+#define DRAIN_RETRY_MS 200        /* pause after a page nobody could take */
+
+/* ---- remotify (remotify.c) ----------------------------------------------------- */
+
+struct rjob;
+
+/* One page of a frame in flight. Loop only. */
+struct rpage {
+	struct rjob *job;
+	unsigned i;
+	uint32_t node;      /* the peer asked now */
+	uint64_t tried;     /* peers that refused or failed */
+	unsigned tries;
+	unsigned want;      /* copies to place: replicas for a persistent page, else 1 */
+	struct replica_set set; /* the copies acknowledged so far */
+};
+
+/* One zombie frame handed from the thread to the loop (through r->jobs). */
+struct rjob {
+	struct handoff_item item; /* first */
+	struct remote *r;
+	struct zcache_out out;
+	struct rpage pg[ZCACHE_OUT_MAX]; /* a zbud frame has 2, a zdense block up to 128 */
+	/* the pages sealed for their holders (seal.h), on the thread: one allocation */
+	uint8_t *blobs;
+	uint8_t *blob[ZCACHE_OUT_MAX];
+	uint16_t blen[ZCACHE_OUT_MAX];
+	uint32_t version[ZCACHE_OUT_MAX];
+	unsigned pending;   /* pages not finished */
+	bool placed;        /* at least one page moved */
+};
+
+/* A wait for room (remote_wait_room). Loop only. */
+struct room_wait {
+	ev_timer timer;     /* first: the watcher leads the struct */
+	struct room_wait *prev, *next;
+	struct remote *r;
+	void (*cb)(void *arg);
+	void *arg;
+	bool firing;        /* taken off the list by room_wake_all */
+	bool cancelled;     /* cancelled while firing: skipped, freed there */
+};
+
+/* The remotify thread's control. Shared, under lock. */
+struct remotify_ctl {
+	pthread_t thread;
+	bool started;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;        /* on CLOCK_MONOTONIC */
+	bool stop;
+	unsigned inflight;          /* frames queued or in flight */
+	uint64_t backoff_until_ns;  /* no peer could take a page: pause */
+	uint64_t frames_taken;
+	uint64_t dozes, kicks;      /* times the thread dozed; puts that woke it */
+	atomic_bool dozing;         /* read without th.lock by remote_note_put */
+};
+
+/* ---- remote flushes (remote.c) ---------------------------------------------------- */
+
+/* A remote flush to send (and resend until acked or the holder is dead). */
+struct rflush {
+	struct handoff_item item; /* first */
+	struct remote *r;
+	uint32_t node;
+	int op;             /* P_FLUSH, P_FLUSH_OBJECT, P_FLUSH_POOL */
+	struct tmem_handle h;
+	unsigned attempts;
+};
+
+/*
+ * The flushes owed to one holder while it is unreachable (remote.c): sent in
+ * order when it comes back with the same incarnation, forgotten when its
+ * copies are gone (restart, lease). Loop only. Longer than FLOG_MAX: the
+ * holder's copies are given up (its lease ends early): better than a leak
+ * nobody could find.
+ */
+#define FLOG_MAX (1u << 20)
+struct flog {
+	struct rflush *head, *tail;
+	uint64_t n;
+};
+
+/* What this node knows of each peer as an owner of pages held here. Loop only. */
+struct owner_lease {
+	uint64_t session;       /* the session its pages are held under (on_peer_up) */
+	uint64_t down_since_ns; /* unreachable since (clock_now_ns); 0 when not */
+	uint64_t dropped;       /* a session whose pages we dropped on our own; 0 none */
+};
+
+/* ---- repatriate (repatriate.c) ------------------------------------------------------ */
+
+/* One get of a remote page. Loop only. */
+struct rget {
+	struct remote *r;
+	struct tmem_handle h;
+	bool pers, destructive;
+	uint64_t pampd;
+	struct replica_set set;      /* the holders when the get began */
+	uint8_t order[REPLICA_MAX];  /* slots of the live holders to ask, nearest first */
+	unsigned n_order, next;
+	bool by_message;             /* a one-sided read failed: ask the same holder again */
+	unsigned attempt_ms;         /* each asked within this */
+	int failed;                  /* why a holder was passed over */
+	bool transient;              /* a live holder failed in a way that passes (a timeout) */
+	unsigned retries;            /* rounds asked again (get_retry) */
+	ev_timer retry;              /* the wait before the next round */
+	struct rget *rprev, *rnext;  /* on r->retrying while retry runs */
+	void *page;
+	remote_get_fn cb;
+	void *arg;
+	uint8_t plain[SEAL_PAGE_MAX]; /* the copy opened (seal_open) */
+};
+
+/* ---- re-replication (repair.c): loop only ------------------------------------------- */
+
+struct remote_repair {
+	ev_timer timer;
+	bool on;
+	unsigned rate;                     /* re-replications a second, at most */
+	uint32_t cursor;
+	unsigned inflight;
+	uint64_t busy[REPAIR_INFLIGHT];    /* ids being mended */
+	double tokens;
+	bool progress;                     /* this pass mended something */
+	bool blocked;                      /* no peer could take a copy: pause */
+	uint64_t rereplicated, failed, stale, lost, passes, waits;
+};
+
+/* ---- drain (drain.c): loop only ------------------------------------------------------- */
+
+struct remote_drain {
+	ev_timer timer;
+	bool on;
+	uint64_t pause_until_ns; /* a hand-back failed: wait before the next (clock_now_ns) */
+	unsigned inflight;
+	struct foreign_key busy[DRAIN_INFLIGHT];
+	bool busy_used[DRAIN_INFLIGHT];
+	uint64_t returned, orphans, failed, refused;
+	uint64_t returns_served, returns_refused; /* the owner's side */
+};
+
+/* ---- the remote side ------------------------------------------------------------------ */
+
+struct remote {
+	/* set at creation (a reload changes some: see each) */
+	struct ev_loop *loop;
+	struct zcache *z;
+	struct tmem *t;
+	struct cluster *cl;
+	struct foreign *fs;
+	uint32_t self;
+	unsigned timeout_ms;
+	unsigned high, low;         /* shared, under th.lock: a reload changes them */
+	bool rem_eph, rem_pers;     /* shared, under th.lock: a reload changes them */
+	unsigned replicas;          /* copies of a persistent page (loop only) */
+	bool rdma_read;             /* use the read keys holders name (RAMSTER_RDMA_READ=0: no) */
+	struct seal *seal;          /* our pages' key, this incarnation's (seal.h) */
+	int holder_lie;             /* test only (RAMSTER_TEST_HOLDER_LIE): serve.c lies as a holder */
+	struct holder_lie *lie;     /* its state (holder_lie.c), loop only */
+
+	struct remotify_ctl th;     /* shared, under th.lock */
+	struct handoff jobs;        /* the thread's frames to the loop (its own leaf lock) */
+	struct handoff flushes;     /* flushes queued under bucket locks (its own leaf lock) */
+
+	struct room_wait *waiters;  /* loop only */
+	struct rget *retrying;      /* loop only: gets waiting to ask their holders again */
+	struct flog flog[65];       /* loop only: per holder id */
+	struct owner_lease owner[65]; /* loop only: per owner id */
+	bool closing;               /* loop only: remote_destroy, no new requests from callbacks */
+
+	/* counters: loop only */
+	uint64_t frames_done, frames_partial;
+	uint64_t pages_sent, pages_placed, pages_failed, retries, no_target, stale_flushes;
+	uint64_t gets, get_hits, get_lost, get_misses, get_unreachable, get_retries;
+	uint64_t flushes_sent, flush_retries;
+	atomic_uint_fast64_t flushes_dropped; /* also bumped by flush_queue on any thread */
+	uint64_t served_puts, served_puts_refused, served_gets,
+	    served_get_misses, served_flushes;
+	uint64_t owner_drops;
+	uint64_t pings, served_echoes;
+	uint64_t copies_placed, partial_flushes, get_fallovers;
+	uint64_t rdma_reads, rdma_read_fallbacks, rdma_chunks, rdma_chunk_errors;
+	uint64_t flushes_logged, flushes_replayed, flushes_forgotten, flush_log_overflows;
+	uint64_t unanswered_puts_flushed, copies_trimmed;
+	uint64_t orphans_expired, orphans_reclaimed, orphan_reclaims;
+	uint64_t seal_failures;      /* copies whose seal did not open (another page, version, bytes) */
+	uint64_t holder_lies;        /* test only: answers serve.c made up */
+
+	struct remote_repair repair; /* loop only */
+	struct remote_drain drain;   /* loop only */
+};
+
+/* ---- between the files (all loop only, unless said) ------------------------------------ */
+
+/* remote.c */
+void remote_page_init(Ramster__Peer__Page *pg, const struct tmem_handle *h, unsigned flags,
+		      uint32_t checksum);
+/* Queue a flush of h on node: any thread, any lock held (tmem's hooks). */
+void remote_flush_queue(struct remote *r, uint32_t node, int op, const struct tmem_handle *h);
+/* Send (or log, the holder being unreachable) a flush now: loop only. */
+void remote_flush_now(struct remote *r, uint32_t node, int op, const struct tmem_handle *h);
+/*
+ * Send h's sealed page (blob, len bytes: seal.h) to a peer not in *exclude (cluster_pick); a peer
+ * that cannot be asked joins *exclude and the next is tried while *tries <
+ * max. *to is the peer asked; cb(arg, ...) follows a request that went.
+ * @return 0 sent, or -ENOSPC (no peer; counted as no_target).
+ */
+int remote_copy_send(struct remote *r, const struct tmem_handle *h, bool pers, const void *data,
+		     size_t len, uint64_t *exclude, unsigned *tries, unsigned max, uint32_t *to,
+		     cluster_reply_fn cb, void *arg);
+
+/* remotify.c */
+void remotify_init(struct remote *r);  /* th's lock and cond, r->jobs (first thing made) */
+int remotify_start(struct remote *r);  /* the thread; 0 or -errno (last thing made) */
+void remotify_stop(struct remote *r);  /* join it, put the frames queued back on the LRU */
+void remotify_fini(struct remote *r);  /* end the waits for room; th's lock and cond */
+
+/* repatriate.c: gets waiting to ask again end (-ECANCELED): remote_destroy */
+void remote_gets_cancel(struct remote *r);
+/* repatriate.c: the live holders of s, nearest first (heartbeat RTT) */
+unsigned remote_holders_by_rtt(struct remote *r, const struct replica_set *s,
+			       uint8_t order[REPLICA_MAX]);
+
+/* repair.c */
+void repair_init(struct remote *r, unsigned rate);
+void repair_kick(struct remote *r);
+void repair_stop(struct remote *r);
+
+/* drain.c */
+void drain_init(struct remote *r);
+void drain_stop(struct remote *r);
+/* A draining peer hands us back a copy of our page (P_RETURN). */
+void drain_return_serve(struct remote *r, uint32_t node, const Ramster__Peer__Msg *m,
+			const uint8_t *payload, size_t plen);
+
+/* holder_lie.c: test only (RAMSTER_TEST_HOLDER_LIE) */
+void holder_lie_put(struct remote *r, const struct foreign_key *k, const uint8_t *blob, size_t len);
+const void *holder_lie_get(struct remote *r, const struct foreign_key *k, const void *data,
+			   size_t *len);
+void holder_lie_free(struct remote *r);
+
+/* serve.c */
+extern const struct arena_hooks serve_arena_hooks;
+void serve_request(void *arg, uint32_t node, uint64_t session, const Ramster__Peer__Msg *m,
+		   const uint8_t *payload, size_t plen);
+/*
+ * The foreign store is full: drop the pages of the owner unreachable the
+ * longest (not except), telling it by heartbeat. @return pages dropped, 0
+ * when no owner is unreachable.
+ */
+uint64_t serve_reclaim_orphans(struct remote *r, uint32_t except);
+/* Register owner's chunks on its (new) link. */
+void serve_register_chunks(struct remote *r, uint32_t owner);
+
+#endif /* RAMSTER_NODE_REMOTE_INT_H */

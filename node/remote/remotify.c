@@ -1,0 +1,493 @@
+/*
+ * remotify.c - pushing the local tier's least recently used frames to peers.
+ *
+ * The remotify thread watches the local tier: above high_watermark it takes
+ * the least recently used frame as a zombie (zcache_remotify_take) and hands
+ * it to the loop (r->jobs), until usage falls below low_watermark. The loop
+ * sends each page to a peer chosen by cluster_pick, and on the ack points the
+ * handle there (zcache_remotify_commit); a refusal, timeout or death tries
+ * another peer, and a page that cannot be placed stays in its frame, which
+ * goes back on the LRU. Nothing is freed before its ack; nothing leaks on
+ * failure. A frame that moved wakes the puts that wait for room.
+ */
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "node/remote/arena.h"
+#include "node/clock.h"
+#include "node/log.h"
+#include "node/remote/remote_int.h"
+
+/* ---- room waiters --------------------------------------------------------------------- */
+
+static void room_unlink(struct remote *r, struct room_wait *w)
+{
+	ev_timer_stop(r->loop, &w->timer);
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		r->waiters = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+}
+
+static void room_fire(struct remote *r, struct room_wait *w)
+{
+	void (*cb)(void *) = w->cb;
+	void *arg = w->arg;
+
+	room_unlink(r, w);
+	free(w);
+	cb(arg);
+}
+
+static void room_timeout(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct room_wait *w = (struct room_wait *)t;
+
+	room_fire(w->r, w);
+}
+
+/* Wake the waiters there are now; those that wait again wait for the next frame. */
+static void room_wake_all(struct remote *r)
+{
+	struct room_wait *w = r->waiters, *next;
+
+	r->waiters = NULL;
+	for (next = w; next; next = next->next) {
+		next->firing = true;
+		ev_timer_stop(r->loop, &next->timer);
+	}
+	for (; w; w = next) {
+		next = w->next;
+		if (!w->cancelled)
+			w->cb(w->arg);
+		free(w);
+	}
+}
+
+void *remote_wait_room(struct remote *r, unsigned ms, void (*cb)(void *arg), void *arg)
+{
+	struct room_wait *w = calloc(1, sizeof(*w));
+
+	if (!w) {
+		cb(arg);
+		return NULL;
+	}
+	w->r = r;
+	w->cb = cb;
+	w->arg = arg;
+	w->next = r->waiters;
+	if (w->next)
+		w->next->prev = w;
+	r->waiters = w;
+	ev_timer_init(&w->timer, room_timeout, ms / 1000.0, 0);
+	ev_timer_start(r->loop, &w->timer);
+	/* make sure the thread is looking */
+	pthread_mutex_lock(&r->th.lock);
+	pthread_cond_signal(&r->th.cond);
+	pthread_mutex_unlock(&r->th.lock);
+	return w;
+}
+
+void remote_wait_cancel(struct remote *r, void *token)
+{
+	struct room_wait *w = token;
+
+	if (!w)
+		return;
+	if (w->firing) {
+		w->cancelled = true;
+		return;
+	}
+	room_unlink(r, w);
+	free(w);
+}
+
+/* ---- remotify: the loop's half ----------------------------------------------------------- */
+
+static void page_send(struct rpage *p);
+
+static void job_free(struct rjob *job)
+{
+	if (job)
+		free(job->blobs);
+	free(job);
+}
+
+static void job_page_done(struct rjob *job)
+{
+	struct remote *r = job->r;
+
+	if (--job->pending)
+		return;
+	zcache_remotify_done(r->z, &job->out);
+	r->frames_done++;
+	if (!job->placed)
+		r->frames_partial++;
+	pthread_mutex_lock(&r->th.lock);
+	r->th.inflight--;
+	pthread_cond_signal(&r->th.cond);
+	pthread_mutex_unlock(&r->th.lock);
+	if (job->placed)
+		room_wake_all(r);
+	job_free(job);
+}
+
+/* Copies acknowledged so far are of no use: the page stays in its frame. */
+static void page_drop_copies(struct rpage *p)
+{
+	struct remote *r = p->job->r;
+	unsigned k;
+
+	for (k = 0; k < p->set.n; k++) {
+		r->partial_flushes++;
+		remote_flush_queue(r, p->set.node[k], RAMSTER__PEER__OP__P_FLUSH, &p->job->out.p[p->i].h);
+	}
+	p->set.n = 0;
+}
+
+static void page_failed(struct rpage *p)
+{
+	struct remote *r = p->job->r;
+
+	page_drop_copies(p);
+	r->pages_failed++;
+	pthread_mutex_lock(&r->th.lock);
+	r->th.backoff_until_ns = clock_now_ns() + REMOTIFY_BACKOFF_MS * 1000000ull;
+	pthread_mutex_unlock(&r->th.lock);
+	job_page_done(p->job);
+}
+
+static uint64_t set_mask(const struct replica_set *s)
+{
+	uint64_t m = 0;
+	unsigned k;
+
+	for (k = 0; k < s->n; k++)
+		m |= 1ull << (s->node[k] - 1);
+	return m;
+}
+
+/* Every copy is acknowledged: point the handle at them and free the frame's copy. */
+static void page_commit(struct rpage *p)
+{
+	struct rjob *job = p->job;
+	struct remote *r = job->r;
+	struct zcache_out_page *op = &job->out.p[p->i];
+	int rc;
+
+	/* the descriptor keeps the compressed length and the seal's version (seal.h) */
+	p->set.len = op->len;
+	p->set.checksum = job->version[p->i];
+	rc = zcache_remotify_commit(r->z, &job->out, p->i, &p->set);
+	if (rc == 0) {
+		r->pages_placed++;
+		r->copies_placed += p->set.n;
+		job->placed = true;
+	} else {
+		/* changed while in flight (or no memory for the record): the copies are stale */
+		r->stale_flushes++;
+		page_drop_copies(p);
+	}
+	job_page_done(job);
+}
+
+static void put_cb(void *arg, int result, const Ramster__Peer__Msg *reply, const uint8_t *payload,
+		   size_t plen)
+{
+	struct rpage *p = arg;
+	struct rjob *job = p->job;
+	struct remote *r = job->r;
+
+	if (result == 0) {
+		unsigned k = p->set.n++;
+
+		p->set.node[k] = (uint8_t)p->node;
+		p->set.epoch[k] = (uint8_t)(cluster_epoch(r->cl, p->node) & 255);
+		p->set.raddr[k] = 0;
+		if (r->rdma_read && reply && reply->page && reply->page->raddr &&
+		    reply->page->rkey) {
+			/* the holder let us read it one-sided over this link */
+			p->set.raddr[k] = reply->page->raddr;
+			p->set.rkey[k] = reply->page->rkey;
+			p->set.lgen[k] = cluster_link_gen(r->cl, p->node);
+		}
+		if (p->set.n < p->want) {
+			page_send(p); /* the next copy, on another peer */
+			return;
+		}
+		page_commit(p);
+		return;
+	}
+	if (result == -ECANCELED) {
+		page_drop_copies(p);
+		job_page_done(job);
+		return;
+	}
+	if (result == -ETIMEDOUT) {
+		/* the holder may have kept it (the reply is what was lost): flush it
+		 * there, now or when it is back, so that no copy leaks */
+		r->unanswered_puts_flushed++;
+		remote_flush_now(r, p->node, RAMSTER__PEER__OP__P_FLUSH, &job->out.p[p->i].h);
+	}
+	p->tried |= 1ull << (p->node - 1);
+	if (p->tries < REMOTIFY_TRIES + p->want - 1) {
+		r->retries++;
+		page_send(p);
+		return;
+	}
+	page_failed(p);
+}
+
+static void page_send(struct rpage *p)
+{
+	struct zcache_out_page *op = &p->job->out.p[p->i];
+	/* never two copies on one peer: one death must not take both */
+	uint64_t held = set_mask(&p->set), exclude = p->tried | held;
+	int rc;
+
+	rc = remote_copy_send(p->job->r, &op->h, op->pers, p->job->blob[p->i], p->job->blen[p->i],
+			      &exclude, &p->tries, REMOTIFY_TRIES + p->want - 1, &p->node, put_cb, p);
+	p->tried = exclude & ~held;
+	if (rc)
+		page_failed(p);
+}
+
+static void job_start(struct rjob *job)
+{
+	struct remote *r = job->r;
+	unsigned i;
+
+	job->pending = 1; /* held until every page is started */
+	for (i = 0; i < job->out.n; i++) {
+		if (!job->out.p[i].resolved)
+			continue;
+		job->pg[i] = (struct rpage){ .job = job, .i = i };
+		job->pg[i].want = job->out.p[i].pers ? r->replicas : 1;
+		job->pending++;
+		if (cluster_candidates(r->cl, job->out.p[i].len, 0) < job->pg[i].want) {
+			/* fewer live peers with room than copies wanted: do not send
+			 * copies that would only be flushed again */
+			r->no_target++;
+			page_failed(&job->pg[i]);
+			continue;
+		}
+		page_send(&job->pg[i]);
+	}
+	job_page_done(job);
+}
+
+/* The loop's end of r->jobs: start every frame the thread took. */
+static void jobs_cb(void *arg, struct handoff_item *list)
+{
+	while (list) {
+		struct rjob *job = (struct rjob *)list;
+
+		list = list->next;
+		job_start(job);
+	}
+}
+
+/* ---- remotify: the thread ------------------------------------------------------------------ */
+
+/*
+ * Seal the frame's pages for their holders (seal.h): on the thread, off the
+ * loop, into one allocation for the whole frame (a dense block has up to 128
+ * pages). @return 0, or -ENOMEM.
+ */
+static int job_seal(struct remote *r, struct rjob *job)
+{
+	size_t total = 0, off = 0;
+	unsigned i;
+
+	for (i = 0; i < job->out.n; i++)
+		if (job->out.p[i].resolved && job->out.p[i].len <= SEAL_PAGE_MAX)
+			total += job->out.p[i].len + SEAL_OVERHEAD;
+	job->blobs = malloc(total ? total : 1);
+	if (!job->blobs)
+		return -ENOMEM;
+	for (i = 0; i < job->out.n; i++) {
+		struct zcache_out_page *op = &job->out.p[i];
+
+		if (!op->resolved || op->len > SEAL_PAGE_MAX) /* a stored page is at most a page */
+			continue;
+		job->blob[i] = job->blobs + off;
+		job->blen[i] = (uint16_t)seal_page(r->seal, &op->h, op->data, op->len, job->blob[i],
+						   &job->version[i]);
+		off += job->blen[i];
+	}
+	return 0;
+}
+
+static void cond_wait_ms(struct remote *r, unsigned ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts); /* th.cond waits on the monotonic clock */
+	ts.tv_nsec += (long)ms * 1000000L;
+	ts.tv_sec += ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	pthread_cond_timedwait(&r->th.cond, &r->th.lock, &ts);
+}
+
+/*
+ * An idle thread dozes: it looks every REMOTIFY_IDLE_MS while the tier's use
+ * changes, and after REMOTIFY_DOZE_LOOKS looks that saw neither a change nor
+ * a reason to work it looks only every REMOTIFY_DOZE_MS; the next put wakes
+ * it (remote_note_put). Before, an idle node woke this thread 200 times a
+ * second for nothing (issue 20). dozing is set before the last look at the
+ * tier, and a put reads it after it stored its page: either the look sees
+ * the put, or the put sees the doze and wakes the thread.
+ */
+static void remotify_idle(struct remote *r, unsigned usage, unsigned *last, unsigned *still)
+{
+	if (usage != *last) {
+		*last = usage;
+		*still = 0;
+	}
+	if (++*still < REMOTIFY_DOZE_LOOKS) {
+		cond_wait_ms(r, REMOTIFY_IDLE_MS);
+		return;
+	}
+	atomic_store(&r->th.dozing, true);
+	if (zcache_usage_pct(r->z) != usage) { /* a put slipped in: look again */
+		atomic_store(&r->th.dozing, false);
+		return;
+	}
+	r->th.dozes++;
+	cond_wait_ms(r, REMOTIFY_DOZE_MS);
+	/* woken by a put (it cleared dozing): look closely again; else doze on */
+	if (!atomic_exchange(&r->th.dozing, false))
+		*still = 0;
+}
+
+void remote_note_put(struct remote *r)
+{
+	if (!atomic_load_explicit(&r->th.dozing, memory_order_seq_cst))
+		return;
+	pthread_mutex_lock(&r->th.lock);
+	if (atomic_exchange(&r->th.dozing, false)) {
+		r->th.kicks++;
+		pthread_cond_signal(&r->th.cond);
+	}
+	pthread_mutex_unlock(&r->th.lock);
+}
+
+static void *remotify_main(void *arg)
+{
+	struct remote *r = arg;
+	bool active = false, pers_first = true, rem_pers, rem_eph;
+	unsigned last = ~0u, still = 0;
+
+	pthread_mutex_lock(&r->th.lock);
+	while (!r->th.stop) {
+		unsigned usage = zcache_usage_pct(r->z);
+		struct rjob *job;
+		int got = -ENOENT;
+
+		if (usage >= r->high)
+			active = true;
+		else if (usage < r->low)
+			active = false;
+		if (!active) {
+			remotify_idle(r, usage, &last, &still);
+			continue;
+		}
+		still = 0;
+		if (r->th.inflight >= REMOTIFY_INFLIGHT || clock_now_ns() < r->th.backoff_until_ns) {
+			cond_wait_ms(r, REMOTIFY_IDLE_MS);
+			continue;
+		}
+		rem_pers = r->rem_pers; /* a reload may change them: read under th.lock */
+		rem_eph = r->rem_eph;
+		pthread_mutex_unlock(&r->th.lock);
+		job = calloc(1, sizeof(*job));
+		if (job) {
+			job->r = r;
+			/* alternate the kinds, so neither LRU starves */
+			if (pers_first && rem_pers)
+				got = zcache_remotify_take(r->z, true, &job->out);
+			if (got && rem_eph)
+				got = zcache_remotify_take(r->z, false, &job->out);
+			if (got && !pers_first && rem_pers)
+				got = zcache_remotify_take(r->z, true, &job->out);
+			pers_first = !pers_first;
+		}
+		if (job && !got && job_seal(r, job)) {
+			zcache_remotify_done(r->z, &job->out); /* no memory: the frame stays */
+			got = -ENOMEM;
+		}
+		pthread_mutex_lock(&r->th.lock);
+		if (!job || got) {
+			job_free(job);
+			cond_wait_ms(r, REMOTIFY_IDLE_MS);
+			continue;
+		}
+		r->th.frames_taken++;
+		r->th.inflight++;
+		handoff_push(&r->jobs, &job->item); /* a leaf lock: fine under th.lock */
+	}
+	pthread_mutex_unlock(&r->th.lock);
+	return NULL;
+}
+
+/* ---- life cycle --------------------------------------------------------------------------- */
+
+void remotify_init(struct remote *r)
+{
+	pthread_condattr_t ca;
+
+	pthread_mutex_init(&r->th.lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&r->th.cond, &ca);
+	pthread_condattr_destroy(&ca);
+	handoff_init(&r->jobs, r->loop, jobs_cb, r);
+}
+
+int remotify_start(struct remote *r)
+{
+	int rc = pthread_create(&r->th.thread, NULL, remotify_main, r);
+
+	if (rc)
+		return -rc;
+	r->th.started = true;
+	return 0;
+}
+
+void remotify_stop(struct remote *r)
+{
+	struct handoff_item *list;
+
+	if (r->th.started) {
+		pthread_mutex_lock(&r->th.lock);
+		r->th.stop = true;
+		pthread_cond_signal(&r->th.cond);
+		pthread_mutex_unlock(&r->th.lock);
+		pthread_join(r->th.thread, NULL);
+		r->th.started = false;
+	}
+	/* Frames queued but not started go back to the LRU. */
+	list = handoff_fini(&r->jobs);
+	while (list) {
+		struct rjob *job = (struct rjob *)list;
+
+		list = list->next;
+		zcache_remotify_done(r->z, &job->out);
+		job_free(job);
+	}
+}
+
+void remotify_fini(struct remote *r)
+{
+	while (r->waiters)
+		room_fire(r, r->waiters);
+	pthread_cond_destroy(&r->th.cond);
+	pthread_mutex_destroy(&r->th.lock);
+}

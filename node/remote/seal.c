@@ -1,0 +1,162 @@
+/*
+ * seal.c - sealed pages (seal.h): AES-256-GCM where the CPU has it, else
+ * XChaCha20-Poly1305 (libsodium), the page's identity and version as
+ * associated data.
+ */
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "node/remote/seal.h"
+
+#define SEAL_LABEL     "ramster-page-v1"
+#define SEAL_AD_LEN    (sizeof(SEAL_LABEL) - 1 + 4 + 4 + 24 + 4 + 8 + 4)
+#define SEAL_TAG       16
+#define SEAL_NONCE_MAX crypto_aead_xchacha20poly1305_ietf_NPUBBYTES
+
+_Static_assert(crypto_aead_aes256gcm_ABYTES == SEAL_TAG, "gcm tag");
+_Static_assert(crypto_aead_xchacha20poly1305_ietf_ABYTES == SEAL_TAG, "poly1305 tag");
+_Static_assert(SEAL_OVERHEAD == 8 + SEAL_TAG, "version and tag");
+
+struct seal {
+	crypto_aead_aes256gcm_state aes; /* first: aligned */
+	uint8_t key[crypto_aead_xchacha20poly1305_ietf_KEYBYTES];
+	bool use_aes, integrity;
+	uint32_t owner;
+	_Atomic uint64_t version; /* the last one used */
+};
+
+struct seal *seal_create(uint32_t owner, bool integrity)
+{
+	struct seal *s;
+
+	if (sodium_init() < 0)
+		return NULL;
+	if (posix_memalign((void **)&s, 64, sizeof(*s)))
+		return NULL;
+	memset(s, 0, sizeof(*s));
+	randombytes_buf(s->key, sizeof(s->key));
+	s->use_aes = crypto_aead_aes256gcm_is_available();
+	if (s->use_aes)
+		crypto_aead_aes256gcm_beforenm(&s->aes, s->key);
+	s->integrity = integrity;
+	s->owner = owner;
+	atomic_init(&s->version, 0);
+	return s;
+}
+
+void seal_destroy(struct seal *s)
+{
+	if (!s)
+		return;
+	sodium_memzero(s, sizeof(*s));
+	free(s);
+}
+
+const char *seal_cipher(const struct seal *s)
+{
+	return s->use_aes ? "aes-256-gcm" : "xchacha20-poly1305";
+}
+
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	int i;
+
+	for (i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static void seal_ad(const struct seal *s, const struct tmem_handle *h, uint64_t version, size_t len,
+		    uint8_t ad[SEAL_AD_LEN])
+{
+	size_t n = sizeof(SEAL_LABEL) - 1;
+
+	memcpy(ad, SEAL_LABEL, n);
+	put_le(ad + n, s->owner, 4);
+	put_le(ad + n + 4, h->pool, 4);
+	put_le(ad + n + 8, h->oid.w[0], 8);
+	put_le(ad + n + 16, h->oid.w[1], 8);
+	put_le(ad + n + 24, h->oid.w[2], 8);
+	put_le(ad + n + 32, h->index, 4);
+	put_le(ad + n + 36, version, 8);
+	put_le(ad + n + 44, len, 4);
+}
+
+size_t seal_page(struct seal *s, const struct tmem_handle *h, const void *data, size_t len,
+		 uint8_t *out, uint32_t *version)
+{
+	uint64_t v = atomic_fetch_add(&s->version, 1) + 1;
+	uint8_t ad[SEAL_AD_LEN + SEAL_PAGE_MAX], nonce[SEAL_NONCE_MAX] = {0};
+	uint8_t *body = out + 8, *tag = out + 8 + len;
+	size_t adlen = SEAL_AD_LEN;
+	const uint8_t *m = data;
+	size_t mlen = len;
+
+	put_le(out, v, 8);
+	put_le(nonce, v, 8);
+	seal_ad(s, h, v, len, ad);
+	if (s->integrity) {
+		/* MAC only: the body rides in the associated data */
+		memcpy(ad + SEAL_AD_LEN, data, len);
+		adlen += len;
+		memcpy(body, data, len);
+		m = body; /* nothing is encrypted: mlen 0 */
+		mlen = 0;
+	}
+	if (s->use_aes)
+		crypto_aead_aes256gcm_encrypt_detached_afternm(body, tag, NULL, m, mlen, ad, adlen,
+							       NULL, nonce, &s->aes);
+	else
+		crypto_aead_xchacha20poly1305_ietf_encrypt_detached(body, tag, NULL, m, mlen, ad,
+								    adlen, NULL, nonce, s->key);
+	*version = (uint32_t)v;
+	return len + SEAL_OVERHEAD;
+}
+
+int seal_open(const struct seal *s, const struct tmem_handle *h, uint32_t version, size_t len,
+	      const uint8_t *blob, size_t blen, uint8_t *out)
+{
+	uint8_t ad[SEAL_AD_LEN + SEAL_PAGE_MAX], nonce[SEAL_NONCE_MAX] = {0};
+	const uint8_t *body = blob + 8, *tag;
+	size_t adlen = SEAL_AD_LEN;
+	uint64_t v;
+	int rc;
+
+	if (!len || len > SEAL_PAGE_MAX || blen != len + SEAL_OVERHEAD)
+		return -EBADMSG;
+	tag = blob + 8 + len;
+	v = get_le64(blob);
+	if ((uint32_t)v != version)
+		return -EBADMSG; /* an older (or newer) version of the page */
+	put_le(nonce, v, 8);
+	seal_ad(s, h, v, len, ad);
+	if (s->integrity) {
+		memcpy(ad + SEAL_AD_LEN, body, len);
+		adlen += len;
+	}
+	if (s->use_aes)
+		rc = crypto_aead_aes256gcm_decrypt_detached_afternm(
+		    out, NULL, body, s->integrity ? 0 : len, tag, ad, adlen, nonce, &s->aes);
+	else
+		rc = crypto_aead_xchacha20poly1305_ietf_decrypt_detached(
+		    out, NULL, body, s->integrity ? 0 : len, tag, ad, adlen, nonce, s->key);
+	if (rc)
+		return -EBADMSG;
+	if (s->integrity)
+		memcpy(out, body, len);
+	return 0;
+}
