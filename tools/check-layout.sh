@@ -9,7 +9,7 @@
 set -u
 cd "$(dirname "$0")/.."
 bad=0
-own="main.c config.c reload.c log.c notify.c spin.c handoff.c store.c"
+own="main.c config.c config_keys.c config_check.c config_help.c reload.c log.c notify.c spin.c handoff.c store.c"
 for d in node/*/; do
 	f=$(basename "$d")
 	ints=$(ls "$d"*_int.h 2>/dev/null)
