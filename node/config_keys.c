@@ -155,7 +155,7 @@ const struct config_key config_keys[] = {
     {.name = "replicas", CLUSTER(replicas), .type = CONFIG_U32, .min = 1, .max = REPLICA_MAX,
      .def = "1",
      .help = "Copies kept on peers of each remote persistent page, at most the number of "
-	     "nodes - 1. A reload applies it to the pages placed from then on.",
+	     "nodes - 1. A change counts for the pages placed from then on.",
      .reload = CONFIG_RELOAD_APPLY},
     {.name = "link_security", CLUSTER(link_integrity_only), .type = CONFIG_ENUM,
      .choices = link_security_choices, .def = "secure",
@@ -173,7 +173,7 @@ const struct config_key config_keys[] = {
      .reload = CONFIG_RELOAD_APPLY},
     {.name = "low_watermark", CLUSTER(low_watermark_pct), .type = CONFIG_PERCENT, .min = 0,
      .max = 99, .def = "80",
-     .help = "... until below this; below `high_watermark`.",
+     .help = "Remotify until below this share of `local_mb`; below `high_watermark`.",
      .reload = CONFIG_RELOAD_APPLY},
     {.name = "remotify_ephemeral", CLUSTER(remotify_ephemeral), .type = CONFIG_BOOL, .def = "true",
      .help = "Push ephemeral pages to peers.",
@@ -252,16 +252,15 @@ const struct config_key config_keys[] = {
      .help = "Pre-shared keys, one `username:hexkey` a line as psktool(1) writes them "
 	     "(nbdkit's --tls-psk). Mode 0600 or 0400: a file readable by group or others "
 	     "refuses to start. A relative path is relative to the cluster file's directory. "
-	     "Clients: nbds://NAME@HOST:PORT/EXPORT?tls-psk-file=FILE. While TLS is on, a "
-	     "reload reads the file again.",
+	     "Clients: nbds://NAME@HOST:PORT/EXPORT?tls-psk-file=FILE.",
      .reload = CONFIG_RELOAD_TLS_KEYS},
     {.name = "nbd_tls_certificates", NODE(nbd_tls_certificates), .type = CONFIG_PATH,
      .max = CONFIG_PATH_MAX - 1, .def_doc = "none", .arg = "DIR",
      .help = "X.509, as nbdkit's --tls-certificates: DIR/server-cert.pem and "
 	     "DIR/server-key.pem (mode 0600 or 0400, as above), and optionally DIR/ca-cert.pem. "
-	     "A client certificate is not required; with ca-cert.pem present one is asked for, "
-	     "and one that is sent must chain to it. A relative path is relative to the "
-	     "cluster file's directory. While TLS is on, a reload reads the files again.",
+	     "A client certificate is not required (nbdkit without --tls-verify-peer); with "
+	     "ca-cert.pem present one is asked for, and one that is sent must chain to it. A "
+	     "relative path is relative to the cluster file's directory.",
      .reload = CONFIG_RELOAD_TLS_KEYS},
     {.name = "metrics_listen", NODE(metrics_listen), .type = CONFIG_ADDRESS,
      .max = sizeof(((struct config_node *)0)->metrics_listen) - 1, .def_doc = "none",
@@ -294,12 +293,12 @@ const struct config_key config_keys[] = {
      .reload = CONFIG_RELOAD_LOG_LEVEL},
 
     /* ---- [export NAME] ---- */
-    {.name = "size", EXPORT(size), .type = CONFIG_SIZE, .def_doc = "none: required",
+    {.name = "size", EXPORT(size), .type = CONFIG_SIZE, .def_doc = "none (required)",
      .help = "The device's size in bytes, with an optional `K`, `M`, `G` or `T` suffix "
 	     "(powers of 1024, any case); a positive multiple of 4096.",
      .reload = CONFIG_RELOAD_RESTART},
     {.name = "backing", EXPORT(backing), .type = CONFIG_PATH, .max = CONFIG_PATH_MAX - 1,
-     .def_doc = "none: a RAM disk, empty after a restart",
+     .def_doc = "none (a RAM disk, empty after a restart)",
      .help = "A file or device behind the export: pages the tier refuses go there, and a "
 	     "FLUSH writes every block accepted since the last one to it. Under the shipped "
 	     "systemd units, put it below /var/lib/ramster (or allow its path with "
@@ -352,7 +351,7 @@ const struct config_key config_keys[] = {
 
     /* ---- [uid N], [user NAME], [group NAME] ---- */
     {.name = "max_mb", USER(max_mb), .type = CONFIG_U64, .min = 1, .max = CONFIG_MB_MAX,
-     .def_doc = "none: no quota",
+     .def_doc = "none (no quota)",
      .help = "MiB of pages the pools of a matched uid may hold, local and remote.",
      .reload = CONFIG_RELOAD_USERS},
     {.name = "weight", USER(weight), .type = CONFIG_U32, .min = 1, .max = 10000,
@@ -408,10 +407,10 @@ const char *config_reload_text(enum config_reload r)
 	case CONFIG_RELOAD_LOG_LEVEL:
 		return "applied, unless --log-level was given";
 	case CONFIG_RELOAD_TLS_KEYS:
-		return "the files are read again while TLS is on; a new path applies if nbd_tls "
-		       "is unchanged";
+		return "applied: while TLS is on, every reload reads the files again (from a new "
+		       "path too); else a new path needs a restart";
 	case CONFIG_RELOAD_USERS:
-		return "applied: every uid's record takes its rule again";
+		return "applied to every uid's record";
 	}
 	return "?";
 }

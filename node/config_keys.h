@@ -113,4 +113,12 @@ void config_key_defaults(enum config_sec sec, void *base);
 /* "restart", "applies", ... : what a reload does, in words. */
 const char *config_reload_text(enum config_reload r);
 
+/*
+ * Print every key to f: format "text" (or NULL), as `ramsterd --help-config`,
+ * or "scd", the key lists of ramster.conf(5) in scdoc, each section's after a
+ * comment line "; [SECTION]" (tools/config-man.sh splices them into the
+ * page, config_help.c). @return 0, or -EINVAL for another format.
+ */
+int config_help_print(FILE *f, const char *format);
+
 #endif /* RAMSTER_NODE_CONFIG_KEYS_H */
