@@ -151,7 +151,7 @@ const struct config_key config_keys[] = {
      .def_doc = "600000 (10 min)",
      .help = "An unreachable peer's lease: after this long its copies (and the pages held for "
 	     "it) are forgotten; above `dead_after_ms`.",
-     .reload = CONFIG_RELOAD_NONE},
+     .reload = CONFIG_RELOAD_RESTART},
     {.name = "replicas", CLUSTER(replicas), .type = CONFIG_U32, .min = 1, .max = REPLICA_MAX,
      .def = "1",
      .help = "Copies kept on peers of each remote persistent page, at most the number of "
@@ -162,7 +162,7 @@ const struct config_key config_keys[] = {
      .help = "`secure`: peer links and pages encrypted and authenticated; `integrity`: "
 	     "MAC'd only, for a fabric trusted for confidentiality (docs/security.md). The "
 	     "same on every node.",
-     .reload = CONFIG_RELOAD_NONE},
+     .reload = CONFIG_RELOAD_RESTART},
     {.name = "rereplicate_rate", CLUSTER(rereplicate_rate), .type = CONFIG_U32, .min = 1,
      .max = 1000000, .def = "2000",
      .help = "Copies re-made a second at most after a holder dies.",
@@ -192,7 +192,7 @@ const struct config_key config_keys[] = {
      .def = STR(STORE_DEFAULT_ROOM_WAIT_MS),
      .help = "How long a persistent put into a full tier waits for remotify to make room "
 	     "without a page stored; then the rest of that request is refused at once.",
-     .reload = CONFIG_RELOAD_NONE},
+     .reload = CONFIG_RELOAD_RESTART},
     {.name = "pers_max", CLUSTER(pers_max_frac), .type = CONFIG_FRACTION, .def_doc = "7/8",
      .help = "Largest compressed persistent page accepted.",
      .reload = CONFIG_RELOAD_RESTART},
@@ -282,11 +282,11 @@ const struct config_key config_keys[] = {
      .def = "dense",
      .help = "The local tier's frame allocator: `dense` (size classes, as many pages a frame "
 	     "as their sizes allow) or `zbud` (at most two a frame; the reference).",
-     .reload = CONFIG_RELOAD_NONE},
+     .reload = CONFIG_RELOAD_RESTART},
     {.name = "compressor", NODE(compressor), .type = CONFIG_ENUM, .choices = compressor_choices,
      .def = "lzo",
      .help = "The local tier's compressor: `lzo` (LZO1X-1) or `lz4`.",
-     .reload = CONFIG_RELOAD_NONE},
+     .reload = CONFIG_RELOAD_RESTART},
     {.name = "log_level", NODE(log_level), .type = CONFIG_ENUM, .choices = log_level_choices,
      .def_doc = "info",
      .help = "Lines below it are dropped (`warning` is `warn`). `--log-level` wins over it.",
@@ -398,8 +398,6 @@ const char *config_sec_name(enum config_sec sec)
 const char *config_reload_text(enum config_reload r)
 {
 	switch (r) {
-	case CONFIG_RELOAD_NONE:
-		return "not looked at (takes effect at a restart)";
 	case CONFIG_RELOAD_RESTART:
 		return "needs a restart";
 	case CONFIG_RELOAD_APPLY:

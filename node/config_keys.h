@@ -41,9 +41,11 @@ enum config_type {
 	CONFIG_HOSTPORT, /* HOST:PORT kept split: char[size] host at off, uint16_t port at off2 */
 };
 
-/* What a reload does when the new file changes the key (node/reload.c). */
+/*
+ * What a reload does when the new file changes the key (node/reload.c).
+ * There is no "ignored": a change is either applied or named.
+ */
 enum config_reload {
-	CONFIG_RELOAD_NONE,	 /* not compared: a change is neither applied nor named */
 	CONFIG_RELOAD_RESTART,	 /* named as needing a restart; left as it runs */
 	CONFIG_RELOAD_APPLY,	 /* copied into what runs; the remote side's tunables follow */
 	CONFIG_RELOAD_LOG_LEVEL, /* the log's level, unless --log-level was given */

@@ -238,7 +238,6 @@ static bool reload_section(struct reload *rl, enum config_sec sec, void *cur, co
 		if (k->sec != sec)
 			continue;
 		switch (k->reload) {
-		case CONFIG_RELOAD_NONE:
 		case CONFIG_RELOAD_USERS: /* reload_users */
 			break;
 		case CONFIG_RELOAD_RESTART:
@@ -360,7 +359,7 @@ static void reload_users(struct reload *rl, struct config *cur, const struct con
 			continue;
 		if (k->reload == CONFIG_RELOAD_USERS)
 			clients = true;
-		else if (k->reload != CONFIG_RELOAD_NONE)
+		else
 			others = true;
 	}
 

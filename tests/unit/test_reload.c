@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "node/config.h"
+#include "node/config_keys.h"
 #include "node/log.h"
 #include "node/reload.h"
 
@@ -140,8 +141,8 @@ static void test_cluster_keys(void **state)
 	       "low_watermark 80 -> 60, remotify_ephemeral 1 -> 0, remotify_persistent 1 -> 0, "
 	       "request_timeout_ms 1000 -> 300",
 	       "name 'one' -> 'two', heartbeat_ms 100 -> 50, dead_after_ms 1000 -> 500, "
+	       "orphan_after_ms 600000 -> 90000, link_security 0 -> 1, room_wait_ms 500 -> 20, "
 	       "pers_max 0 -> 512, pers_mean_max 0 -> 512, pers_mean_limit 0 -> 256");
-	/* orphan_after_ms, link_security and room_wait_ms changed too, and are in neither list */
 	/* applied keys run from now on; restart keys stay as they run */
 	assert_int_equal(cur.replicas, 2);
 	assert_int_equal(cur.request_timeout_ms, 300);
@@ -178,12 +179,12 @@ static void test_self_keys(void **state)
 				     "metrics_listen = 127.0.0.1:9101\n",
 				     false),
 			 0);
-	/* allocator and compressor changed too, and are in neither list */
 	expect("donate_mb 0 -> 32",
 	       "id 1 -> 2, address 'h' -> 'g', address's port 1 -> 2, transport 0 -> 2, "
 	       "socket '' -> '/run/x.sock', local_mb 64 -> 128, nbd_socket '' -> '/run/n.sock', "
 	       "nbd_listen '' -> '127.0.0.1:10809', nbd_tls 0 -> 2, nbd_tls_psk '' -> '/k.psk', "
-	       "metrics_listen '' -> '127.0.0.1:9101', busy_poll_us 50 -> 0");
+	       "metrics_listen '' -> '127.0.0.1:9101', busy_poll_us 50 -> 0, allocator 0 -> 1, "
+	       "compressor 0 -> 1");
 	assert_int_equal(cur.nodes[0].donate_mb, 32);
 	assert_int_equal(cur.nodes[0].local_mb, 64);
 }
@@ -283,6 +284,140 @@ static void test_bad_file(void **state)
 	assert_non_null(strstr(res.error, "no [node a] section any more"));
 }
 
+/* In lines (a section's "key = value\n" lines), set name to value: replace its line or add one. */
+static void lines_set(char *lines, size_t cap, const char *name, const char *value)
+{
+	char head[128], rest[1024];
+	char *at = lines;
+	size_t n;
+
+	snprintf(head, sizeof(head), "%s = ", name);
+	while (*at && strncmp(at, head, strlen(head)))
+		at += strcspn(at, "\n") + 1;
+	if (!*at) {
+		n = strlen(lines);
+		snprintf(lines + n, cap - n, "%s%s\n", head, value);
+		return;
+	}
+	snprintf(rest, sizeof(rest), "%s", at + strcspn(at, "\n") + 1);
+	n = (size_t)(at - lines);
+	snprintf(lines + n, cap - n, "%s%s\n%s", head, value, rest);
+}
+
+/* A valid value of k other than its default (and other than the base file's). */
+static void other_value(const struct config_key *k, char *v, size_t len)
+{
+	unsigned long long d;
+	size_t i;
+
+	switch (k->type) {
+	case CONFIG_U32:
+	case CONFIG_U64:
+	case CONFIG_PERCENT:
+		d = k->def ? strtoull(k->def, NULL, 10) : k->max;
+		snprintf(v, len, "%llu",
+			 !k->def      ? d
+			 : d < k->max ? d + 1
+				      : (unsigned long long)k->min);
+		break;
+	case CONFIG_BOOL:
+		snprintf(v, len, "%s", !strcmp(k->def, "true") ? "false" : "true");
+		break;
+	case CONFIG_FRACTION:
+		snprintf(v, len, "1/2");
+		break;
+	case CONFIG_SIZE:
+		snprintf(v, len, "8K");
+		break;
+	case CONFIG_ENUM:
+		for (i = 0; k->choices[i].name; i++)
+			if (!k->def || strcmp(k->def, k->choices[i].name))
+				break;
+		snprintf(v, len, "%s", k->choices[i].name);
+		break;
+	case CONFIG_TEXT:
+		snprintf(v, len, "x");
+		break;
+	case CONFIG_PATH: /* secret_file: the same key by another name */
+		snprintf(v, len, "%s", !strcmp(k->name, "secret_file") ? "/tmp/../tmp/" : "/x");
+		if (!strcmp(k->name, "secret_file"))
+			snprintf(v + strlen(v), len - strlen(v), "%s", key + strlen("/tmp/"));
+		break;
+	case CONFIG_ADDRESS:
+		snprintf(v, len, "127.0.0.1:1");
+		break;
+	case CONFIG_HOSTPORT:
+		snprintf(v, len, "127.0.0.1:7009");
+		break;
+	}
+}
+
+/*
+ * Every key, changed alone, is either applied or named as needing a restart:
+ * a key no reload looks at would run on as it was and nobody would know.
+ */
+static void test_every_key_has_a_verdict(void **state)
+{
+	static const char *const headers[CONFIG_SECS] = {
+	    [CONFIG_SEC_CLUSTER] = "[cluster]\n", [CONFIG_SEC_NODE] = "[node a]\n",
+	    [CONFIG_SEC_EXPORT] = "[export e]\n", [CONFIG_SEC_LIMITS] = "[limits]\n",
+	    [CONFIG_SEC_USER] = "[uid 5]\n",
+	};
+	static const char *const base[CONFIG_SECS] = {
+	    [CONFIG_SEC_CLUSTER] = "secret_file = KEYFILE\n",
+	    [CONFIG_SEC_NODE] = "id = 1\naddress = 127.0.0.1:7001\n",
+	    [CONFIG_SEC_EXPORT] = "size = 4K\n",
+	    [CONFIG_SEC_LIMITS] = "",
+	    [CONFIG_SEC_USER] = "",
+	};
+	/* the rules first: a rule's line is part of it, and a line added above would change it */
+	static const enum config_sec order[CONFIG_SECS] = {
+	    CONFIG_SEC_USER,   CONFIG_SEC_CLUSTER, CONFIG_SEC_NODE,
+	    CONFIG_SEC_EXPORT, CONFIG_SEC_LIMITS,
+	};
+	size_t i, j, sec;
+
+	for (i = 0; i < config_keys_n; i++) {
+		const struct config_key *k = &config_keys[i];
+		char lines[CONFIG_SECS][1024], before[8192] = "", after[8192] = "", v[256];
+		/* TLS key files without nbd_tls refuse the file; off keeps them unused */
+		bool tls_keys = k->reload == CONFIG_RELOAD_TLS_KEYS;
+
+		for (j = 0; j < CONFIG_SECS; j++) {
+			sec = order[j];
+			snprintf(lines[sec], sizeof(lines[sec]), "%s", base[sec]);
+			if (sec == CONFIG_SEC_NODE && tls_keys)
+				lines_set(lines[sec], sizeof(lines[sec]), "nbd_tls", "off");
+			snprintf(before + strlen(before), sizeof(before) - strlen(before), "%s%s",
+				 headers[sec], lines[sec]);
+		}
+		other_value(k, v, sizeof(v));
+		lines_set(lines[k->sec], sizeof(lines[k->sec]), k->name, v);
+		for (j = 0; j < CONFIG_SECS; j++)
+			snprintf(after + strlen(after), sizeof(after) - strlen(after), "%s%s",
+				 headers[order[j]], lines[order[j]]);
+		strcat(before, "[node b]\nid = 2\naddress = 127.0.0.1:7002\n"
+			       "[node c]\nid = 3\naddress = 127.0.0.1:7003\n");
+		strcat(after, "[node b]\nid = 2\naddress = 127.0.0.1:7002\n"
+			      "[node c]\nid = 3\naddress = 127.0.0.1:7003\n");
+		if (reload_from(before, after, false))
+			fail_msg("[%s] %s = %s: %s", config_sec_name(k->sec), k->name, v,
+				 res.error);
+		if (k->sec == CONFIG_SEC_CLUSTER || k->sec == CONFIG_SEC_NODE) {
+			if (!strstr(res.applied, k->name) && !strstr(res.restart, k->name))
+				fail_msg("[%s] %s = %s: neither applied nor named (applied \"%s\", "
+					 "restart \"%s\")",
+					 config_sec_name(k->sec), k->name, v, res.applied,
+					 res.restart);
+		} else if (!res.applied[0] && !res.restart[0]) { /* named as a group */
+			fail_msg("[%s] %s = %s: neither applied nor named", config_sec_name(k->sec),
+				 k->name, v);
+		}
+		teardown(NULL);
+		setup(NULL);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -296,6 +431,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_exports, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_other_nodes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_file, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_every_key_has_a_verdict, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
