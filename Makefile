@@ -283,6 +283,14 @@ $(BUILD)/man/%: man/%.scd
 	@mkdir -p $(dir $@)
 	@command -v scdoc >/dev/null || { echo "scdoc missing: make deps installs it" >&2; exit 1; }
 	scdoc < $< > $@.tmp && mv $@.tmp $@
+# ramster.conf(5)'s key lists are the daemon's table of keys (node/config_keys.c):
+# `ramsterd --help-config=scd` spliced into the page's "; @config-keys SECTION"
+# lines, so the page cannot miss a key or give another default than the parser
+$(BUILD)/man/ramster.conf.5: man/ramster.conf.5.scd $(BUILD)/bin/ramsterd tools/config-man.sh
+	@mkdir -p $(dir $@)
+	@command -v scdoc >/dev/null || { echo "scdoc missing: make deps installs it" >&2; exit 1; }
+	tools/config-man.sh $(BUILD)/bin/ramsterd $< > $@.scd
+	scdoc < $@.scd > $@.tmp && mv $@.tmp $@ && rm -f $@.scd
 
 # ---- install -----------------------------------------------------------------
 # Every file install puts is in INSTALLED (under $(DESTDIR)$(PREFIX)), so

@@ -4,6 +4,8 @@
  *
  * The file has a [cluster] section (collective-wide settings), one
  * [node NAME] section per node, and [export NAME] sections (NBD exports).
+ * Each key is a row of node/config_keys.c: its field here, its bounds,
+ * default, help and reload rule there.
  * A single node without a collective uses the same file with just its own
  * [node NAME] section. Every value is checked; an error names file, line and
  * problem and stops start-up. Flags given on the command line override the
@@ -22,6 +24,7 @@
 #define CONFIG_EXPORTS_MAX 64
 #define CONFIG_ERR_MAX 512
 
+#define CONFIG_DEFAULT_LOCAL_MB	       256    /* also without a file (node/main.c) */
 #define CONFIG_DEFAULT_ORPHAN_AFTER_MS 600000 /* docs/operations.md: why ten minutes */
 #define CONFIG_DEFAULT_BUSY_POLL_US 50 /* node/spin.h */
 #define CONFIG_BUSY_POLL_MAX_US	    10000

@@ -24,6 +24,7 @@
 
 #include "node/client/client.h"
 #include "node/config.h"
+#include "node/config_keys.h"
 #include "node/log.h"
 #include "node/stats/metrics.h"
 #include "node/nbd/nbd.h"
@@ -41,9 +42,9 @@
 #endif
 
 #define MAIN_DEFAULT_SOCKET   "/run/ramster/ramsterd.sock"
-#define MAIN_DEFAULT_LOCAL_MB 256
 #define MAIN_LOCAL_MB_MAX     (1024u * 1024)
 #define EXIT_USAGE	      2
+#define MAIN_OPT_HELP_CONFIG  256 /* --help-config: a long option only */
 
 /* What the command line asked for; NULL / 0: not given. */
 struct main_opts {
@@ -70,10 +71,12 @@ static void main_usage(FILE *f)
 		"                         file's only node, else the short host name)\n"
 		"  -l, --log-level LEVEL  debug, info, notice, warn or error (default info)\n"
 		"  -h, --help             show this help and exit\n"
+		"      --help-config      every key of the cluster file: its value, default,\n"
+		"                         reload rule and help (=scd: ramster.conf(5)'s lists)\n"
 		"  -V, --version          show the version and exit\n"
 		"\n"
 		"SIGTERM or SIGINT stops the node cleanly. See docs/operations.md.\n",
-		MAIN_DEFAULT_SOCKET, MAIN_DEFAULT_LOCAL_MB);
+		MAIN_DEFAULT_SOCKET, CONFIG_DEFAULT_LOCAL_MB);
 }
 
 static void __attribute__((noreturn, format(printf, 1, 2))) main_die_usage(const char *fmt, ...)
@@ -98,6 +101,7 @@ static void main_parse_args(int argc, char **argv, struct main_opts *o)
 		{ "node",      required_argument, NULL, 'n' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "help",      no_argument,       NULL, 'h' },
+		{ "help-config", optional_argument, NULL, MAIN_OPT_HELP_CONFIG },
 		{ "version",   no_argument,       NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -139,6 +143,10 @@ static void main_parse_args(int argc, char **argv, struct main_opts *o)
 		case 'h':
 			main_usage(stdout);
 			exit(0);
+		case MAIN_OPT_HELP_CONFIG:
+			if (config_help_print(stdout, optarg))
+				main_die_usage("--help-config: '%s' is not text or scd", optarg);
+			exit(fflush(stdout) ? 1 : 0);
 		case 'V':
 			printf("ramsterd %s\n", RAMSTER_VERSION);
 			exit(0);
@@ -292,7 +300,7 @@ int main(int argc, char **argv)
 			sizeof(((struct sockaddr_un *)0)->sun_path) - 1, socket_path);
 		return EXIT_USAGE;
 	}
-	zc.local_mb = o.local_mb ? o.local_mb : self ? self->local_mb : MAIN_DEFAULT_LOCAL_MB;
+	zc.local_mb = o.local_mb ? o.local_mb : self ? self->local_mb : CONFIG_DEFAULT_LOCAL_MB;
 	zc.pers_max_frac = cfg.pers_max_frac;
 	zc.pers_mean_max_frac = cfg.pers_mean_max_frac;
 	zc.pers_mean_limit_frac = cfg.pers_mean_limit_frac;

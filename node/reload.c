@@ -2,11 +2,12 @@
  * reload.c - the cluster file re-read at run time (reload.h).
  *
  * The new file is loaded and checked whole (config_load) before anything is
- * touched; then each key is compared with what runs. A key in the applied
- * set is copied into the running configuration and pushed to its module
- * (remote_set_tunables, log_set_level, cluster_add_node); any other change is
- * listed as needing a restart and not copied, so the next reload names it
- * again until the node restarts.
+ * touched; then each key is compared with what runs, as its row's reload
+ * rule says (node/config_keys.c). A key that applies is copied into the
+ * running configuration and pushed to its module (remote_set_tunables,
+ * log_set_level, nbd_reload_tls, users_set_rules); any other change is listed
+ * as needing a restart and not copied, so the next reload names it again
+ * until the node restarts. Sections come and go here (cluster_add_node).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "node/cluster/cluster.h"
+#include "node/config_keys.h"
 #include "node/log.h"
 #include "node/nbd/nbd.h"
 #include "node/reload.h"
@@ -93,51 +95,80 @@ reload_note(char *buf, size_t len, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Compare field of the running and the new struct; copy it when applied. */
-#define RELOAD_NUM(cur, nw, field, key, apply, res, changed)                                       \
-	do {                                                                                       \
-		if ((cur)->field != (nw)->field) {                                                 \
-			if (apply) {                                                               \
-				reload_note((res)->applied, RELOAD_TEXT_MAX, "%s %llu -> %llu",    \
-					    key, (unsigned long long)(cur)->field,                 \
-					    (unsigned long long)(nw)->field);                      \
-				(cur)->field = (nw)->field;                                        \
-				(changed) = true;                                                  \
-			} else {                                                                   \
-				reload_note((res)->restart, RELOAD_TEXT_MAX, "%s %llu -> %llu",    \
-					    key, (unsigned long long)(cur)->field,                 \
-					    (unsigned long long)(nw)->field);                      \
-			}                                                                          \
-		}                                                                                  \
-	} while (0)
-
-#define RELOAD_STR(cur, nw, field, key, res)                                                       \
-	do {                                                                                       \
-		if (strcmp((cur)->field, (nw)->field))                                             \
-			reload_note((res)->restart, RELOAD_TEXT_MAX, "%s '%s' -> '%s'", key,       \
-				    (cur)->field, (nw)->field);                                    \
-	} while (0)
-
-/* [cluster]: the tunables apply; the rest needs a restart. @return true if a tunable changed. */
-static bool reload_cluster(struct config *cur, const struct config *nw, struct reload_result *res)
+/* @return whether key k differs between two sections (or configurations) of its base. */
+static bool reload_differs(const struct config_key *k, const void *a, const void *b)
 {
+	uint16_t pa, pb;
+
+	if (k->type == CONFIG_HOSTPORT) { /* the port; the host below */
+		memcpy(&pa, (const char *)a + k->off2, sizeof(pa));
+		memcpy(&pb, (const char *)b + k->off2, sizeof(pb));
+		if (pa != pb)
+			return true;
+	}
+	switch (k->type) {
+	case CONFIG_HOSTPORT:
+	case CONFIG_TEXT:
+	case CONFIG_PATH:
+	case CONFIG_ADDRESS:
+		return strcmp(config_key_cfield(k, a), config_key_cfield(k, b)) != 0;
+	default:
+		return config_key_get(k, a) != config_key_get(k, b);
+	}
+}
+
+/*
+ * Compare key k of what runs (cur) and of the new file (nw), both its
+ * section's base. A change is noted in res->applied and copied into cur when
+ * apply, else noted in res->restart and left as it runs. @return true if a
+ * change was applied.
+ */
+static bool reload_key(const struct config_key *k, void *cur, const void *nw, bool apply,
+		       struct reload_result *res)
+{
+	char *list = apply ? res->applied : res->restart;
 	bool changed = false;
 
-	RELOAD_STR(cur, nw, cluster_name, "name", res);
-	RELOAD_STR(cur, nw, secret_file, "secret_file", res);
-	RELOAD_NUM(cur, nw, heartbeat_ms, "heartbeat_ms", false, res, changed);
-	RELOAD_NUM(cur, nw, dead_after_ms, "dead_after_ms", false, res, changed);
-	RELOAD_NUM(cur, nw, pers_max_frac, "pers_max", false, res, changed);
-	RELOAD_NUM(cur, nw, pers_mean_max_frac, "pers_mean_max", false, res, changed);
-	RELOAD_NUM(cur, nw, pers_mean_limit_frac, "pers_mean_limit", false, res, changed);
-	RELOAD_NUM(cur, nw, replicas, "replicas", true, res, changed);
-	RELOAD_NUM(cur, nw, rereplicate_rate, "rereplicate_rate", true, res, changed);
-	RELOAD_NUM(cur, nw, high_watermark_pct, "high_watermark", true, res, changed);
-	RELOAD_NUM(cur, nw, low_watermark_pct, "low_watermark", true, res, changed);
-	RELOAD_NUM(cur, nw, remotify_ephemeral, "remotify_ephemeral", true, res, changed);
-	RELOAD_NUM(cur, nw, remotify_persistent, "remotify_persistent", true, res, changed);
-	RELOAD_NUM(cur, nw, request_timeout_ms, "request_timeout_ms", true, res, changed);
-	return changed;
+	switch (k->type) {
+	case CONFIG_TEXT:
+	case CONFIG_PATH:
+	case CONFIG_ADDRESS:
+	case CONFIG_HOSTPORT: {
+		char *a = config_key_field(k, cur);
+		const char *b = config_key_cfield(k, nw);
+		uint16_t pa, pb;
+
+		if (strcmp(a, b)) {
+			reload_note(list, RELOAD_TEXT_MAX, "%s '%s' -> '%s'", k->name, a, b);
+			if (apply)
+				memcpy(a, b, k->size);
+			changed = true;
+		}
+		if (k->type != CONFIG_HOSTPORT)
+			break;
+		memcpy(&pa, (char *)cur + k->off2, sizeof(pa));
+		memcpy(&pb, (const char *)nw + k->off2, sizeof(pb));
+		if (pa != pb) {
+			reload_note(list, RELOAD_TEXT_MAX, "%s's port %u -> %u", k->name,
+				    (unsigned)pa, (unsigned)pb);
+			if (apply)
+				memcpy((char *)cur + k->off2, &pb, sizeof(pb));
+			changed = true;
+		}
+		break;
+	}
+	default:
+		if (config_key_get(k, cur) != config_key_get(k, nw)) {
+			reload_note(list, RELOAD_TEXT_MAX, "%s %llu -> %llu", k->name,
+				    (unsigned long long)config_key_get(k, cur),
+				    (unsigned long long)config_key_get(k, nw));
+			if (apply)
+				memcpy(config_key_field(k, cur), config_key_cfield(k, nw), k->size);
+			changed = true;
+		}
+		break;
+	}
+	return changed && apply;
 }
 
 /*
@@ -150,6 +181,7 @@ static void reload_nbd_tls(struct reload *rl, struct config_node *cur, const str
 {
 	char err[CONFIG_ERR_MAX];
 	int rc = cur->nbd_tls == nw->nbd_tls ? nbd_reload_tls(rl->nbd, nw, err, sizeof(err)) : 1;
+	size_t i;
 
 	if (rc == 0) {
 		reload_note(res->applied, RELOAD_TEXT_MAX, "NBD TLS keys read again (%s)",
@@ -164,31 +196,15 @@ static void reload_nbd_tls(struct reload *rl, struct config_node *cur, const str
 		reload_note(res->restart, RELOAD_TEXT_MAX, "NBD TLS keys (%s)", err);
 		return;
 	}
-	RELOAD_STR(cur, nw, nbd_tls_psk, "nbd_tls_psk", res);
-	RELOAD_STR(cur, nw, nbd_tls_certificates, "nbd_tls_certificates", res);
+	for (i = 0; i < config_keys_n; i++)
+		if (config_keys[i].reload == CONFIG_RELOAD_TLS_KEYS)
+			reload_key(&config_keys[i], cur, nw, false, res);
 }
 
-/* This node's section. @return true if donate_mb changed. */
-static bool reload_self(struct reload *rl, struct config_node *cur, const struct config_node *nw,
-			struct reload_result *res)
+/* The log level: the file's when set, unless --log-level was given. */
+static void reload_log_level(struct reload *rl, struct config_node *cur,
+			     const struct config_node *nw, struct reload_result *res)
 {
-	bool changed = false, unused = false;
-
-	RELOAD_NUM(cur, nw, id, "id", false, res, unused);
-	RELOAD_STR(cur, nw, host, "address", res);
-	RELOAD_NUM(cur, nw, port, "address's port", false, res, unused);
-	RELOAD_NUM(cur, nw, transport, "transport", false, res, unused);
-	RELOAD_STR(cur, nw, socket, "socket", res);
-	RELOAD_NUM(cur, nw, local_mb, "local_mb", false, res, unused);
-	RELOAD_STR(cur, nw, nbd_socket, "nbd_socket", res);
-	RELOAD_STR(cur, nw, nbd_listen, "nbd_listen", res);
-	RELOAD_NUM(cur, nw, nbd_tls, "nbd_tls", false, res, unused);
-	reload_nbd_tls(rl, cur, nw, res);
-	RELOAD_STR(cur, nw, metrics_listen, "metrics_listen", res);
-	RELOAD_NUM(cur, nw, busy_poll_us, "busy_poll_us", false, res, unused);
-	RELOAD_NUM(cur, nw, donate_mb, "donate_mb", true, res, changed);
-	(void)unused;
-	/* the log level: the file's when set, unless --log-level was given */
 	if (nw->log_level >= 0 && (enum log_level)nw->log_level != log_get_level()) {
 		if (rl->level_from_flag) {
 			reload_note(res->restart, RELOAD_TEXT_MAX,
@@ -203,6 +219,43 @@ static bool reload_self(struct reload *rl, struct config_node *cur, const struct
 		}
 	}
 	cur->log_level = nw->log_level;
+}
+
+/*
+ * The keys of [cluster] (cur, nw: the configurations) or of this node's
+ * section (the node's), by their rows' reload rules, in the rows' order.
+ * @return true if a key the remote side reads was applied.
+ */
+static bool reload_section(struct reload *rl, enum config_sec sec, void *cur, const void *nw,
+			   struct reload_result *res)
+{
+	bool changed = false, tls_done = false;
+	size_t i;
+
+	for (i = 0; i < config_keys_n; i++) {
+		const struct config_key *k = &config_keys[i];
+
+		if (k->sec != sec)
+			continue;
+		switch (k->reload) {
+		case CONFIG_RELOAD_USERS: /* reload_users */
+			break;
+		case CONFIG_RELOAD_RESTART:
+			reload_key(k, cur, nw, false, res);
+			break;
+		case CONFIG_RELOAD_APPLY:
+			changed |= reload_key(k, cur, nw, true, res);
+			break;
+		case CONFIG_RELOAD_TLS_KEYS: /* [node] only: its two rows, read at once */
+			if (!tls_done)
+				reload_nbd_tls(rl, cur, nw, res);
+			tls_done = true;
+			break;
+		case CONFIG_RELOAD_LOG_LEVEL: /* [node] only */
+			reload_log_level(rl, cur, nw, res);
+			break;
+		}
+	}
 	return changed;
 }
 
@@ -294,19 +347,21 @@ static void reload_weight(void *arg, const struct users_user *uu)
 static void reload_users(struct reload *rl, struct config *cur, const struct config *nw,
 			 struct reload_result *res)
 {
-	const struct config_limits *a = &cur->limits, *b = &nw->limits;
-	bool clients = a->max_clients != b->max_clients ||
-		       a->max_clients_per_uid != b->max_clients_per_uid ||
-		       a->max_pools_per_uid != b->max_pools_per_uid ||
-		       a->default_weight != b->default_weight;
+	bool clients = false, others = false;
 	bool rules = cur->n_users != nw->n_users ||
 		     memcmp(cur->users, nw->users, cur->n_users * sizeof(cur->users[0]));
-	bool others = a->nbd_max_connections != b->nbd_max_connections ||
-		      a->nbd_handshake_timeout_ms != b->nbd_handshake_timeout_ms ||
-		      a->nbd_idle_timeout_ms != b->nbd_idle_timeout_ms ||
-		      a->peer_unauth_max != b->peer_unauth_max ||
-		      a->peer_unauth_per_addr != b->peer_unauth_per_addr ||
-		      a->peer_handshake_timeout_ms != b->peer_handshake_timeout_ms;
+	size_t i;
+
+	for (i = 0; i < config_keys_n; i++) {
+		const struct config_key *k = &config_keys[i];
+
+		if (k->sec != CONFIG_SEC_LIMITS || !reload_differs(k, cur, nw))
+			continue;
+		if (k->reload == CONFIG_RELOAD_USERS)
+			clients = true;
+		else
+			others = true;
+	}
 
 	if (others)
 		reload_note(res->restart, RELOAD_TEXT_MAX, "[limits] nbd_*/peer_* keys");
@@ -318,10 +373,11 @@ static void reload_users(struct reload *rl, struct config *cur, const struct con
 		return;
 	}
 	users_set_rules(rl->users, nw, reload_weight, rl);
-	cur->limits.max_clients = b->max_clients;
-	cur->limits.max_clients_per_uid = b->max_clients_per_uid;
-	cur->limits.max_pools_per_uid = b->max_pools_per_uid;
-	cur->limits.default_weight = b->default_weight;
+	for (i = 0; i < config_keys_n; i++)
+		if (config_keys[i].sec == CONFIG_SEC_LIMITS &&
+		    config_keys[i].reload == CONFIG_RELOAD_USERS)
+			memcpy(config_key_field(&config_keys[i], cur),
+			       config_key_cfield(&config_keys[i], nw), config_keys[i].size);
 	cur->n_users = nw->n_users;
 	memcpy(cur->users, nw->users, nw->n_users * sizeof(nw->users[0]));
 	if (clients)
@@ -335,13 +391,15 @@ static void reload_users(struct reload *rl, struct config *cur, const struct con
 static void reload_exports(const struct config *cur, const struct config *nw,
 			   struct reload_result *res)
 {
-	size_t i;
+	size_t i, k;
 	bool same = cur->n_exports == nw->n_exports;
 
-	for (i = 0; same && i < cur->n_exports; i++)
-		same = !strcmp(cur->exports[i].name, nw->exports[i].name) &&
-		       cur->exports[i].size == nw->exports[i].size &&
-		       !strcmp(cur->exports[i].backing, nw->exports[i].backing);
+	for (i = 0; same && i < cur->n_exports; i++) {
+		same = !strcmp(cur->exports[i].name, nw->exports[i].name);
+		for (k = 0; same && k < config_keys_n; k++)
+			same = config_keys[k].sec != CONFIG_SEC_EXPORT ||
+			       !reload_differs(&config_keys[k], &cur->exports[i], &nw->exports[i]);
+	}
 	if (!same)
 		reload_note(res->restart, RELOAD_TEXT_MAX, "[export] sections");
 }
@@ -382,8 +440,8 @@ int reload_run(struct reload *rl, struct reload_result *res)
 		return -EINVAL;
 	}
 	rl->reloads++;
-	tun = reload_cluster(rl->cur, nw, res);
-	tun |= reload_self(rl, cself, nself, res);
+	tun = reload_section(rl, CONFIG_SEC_CLUSTER, rl->cur, nw, res);
+	tun |= reload_section(rl, CONFIG_SEC_NODE, cself, nself, res);
 	if (tun && rl->remote)
 		remote_set_tunables(rl->remote, rl->cur, cself);
 	reload_nodes(rl, rl->cur, nw, res);

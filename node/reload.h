@@ -3,14 +3,14 @@
  * reload`) and apply what can change safely; say which changed keys need a
  * restart.
  *
- * Applied at once: the node's log_level and donate_mb; [cluster] high/low
- * watermarks, replicas (pages placed from now on), rereplicate_rate,
- * remotify_ephemeral/persistent, request_timeout_ms; a [node] section added
- * to the file (the collective links to it without a restart) or removed
- * (once that node holds none of our pages: drained). Everything
- * else that changed is named in the log (and the reply) as needing a
- * restart, and left as it runs. A file that does not load changes nothing.
- * Loop thread only.
+ * Applied at once: the keys whose row in node/config_keys.c says so (the
+ * node's log_level and donate_mb, the [cluster] tunables, the NBD TLS key
+ * files, the per-uid rules and client limits; `ramsterd --help-config` lists
+ * every key's rule); a [node] section added to the file (the collective
+ * links to it without a restart) or removed (once that node holds none of
+ * our pages: drained). Everything else that changed is named in the log (and
+ * the reply) as needing a restart, and left as it runs. A file that does not
+ * load changes nothing. Loop thread only.
  */
 #ifndef RAMSTER_NODE_RELOAD_H
 #define RAMSTER_NODE_RELOAD_H

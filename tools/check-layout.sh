@@ -4,12 +4,14 @@
 #   - each folder node/F/ has at most one internal header, node/F/F_int.h;
 #   - nothing outside node/F/ includes it, but the unit tests and fuzz targets,
 #     which test the folder's insides (tests/unit/, tests/fuzz/);
-#   - no .c file sits in node/ but the daemon's own (the list below).
+#   - no .c file sits in node/ but the daemon's own (the list below);
+#   - an internal header of those, node/N_int.h (config_int.h: the parse's
+#     state), is included by node/N*.c only, and the unit tests and fuzz targets.
 # Prints each breach and exits 1; silent when all hold.
 set -u
 cd "$(dirname "$0")/.."
 bad=0
-own="main.c config.c reload.c log.c notify.c spin.c handoff.c store.c"
+own="main.c config.c config_keys.c config_check.c config_help.c reload.c log.c notify.c spin.c handoff.c store.c"
 for d in node/*/; do
 	f=$(basename "$d")
 	ints=$(ls "$d"*_int.h 2>/dev/null)
@@ -30,6 +32,17 @@ for d in node/*/; do
 			echo "check-layout: $u includes $h, internal to node/$f/"
 			bad=1
 		done
+	done
+done
+for h in node/*_int.h; do
+	[ -e "$h" ] || continue
+	n=$(basename "$h" _int.h)
+	users=$(grep -rlE "#include \"$h\"" --include='*.c' --include='*.h' \
+		node lib tmem transport proto common tools tests 2>/dev/null |
+		grep -vE "^(node/$n[^/]*\.c|tests/unit/.*|tests/fuzz/.*)$" || true)
+	for u in $users; do
+		echo "check-layout: $u includes $h, internal to node/$n*.c"
+		bad=1
 	done
 done
 for c in node/*.c; do

@@ -3,6 +3,7 @@
  * sizes, and each kind of error naming the right line ("FILE:LINE: ...").
  * Files are written to mkstemp temporaries and removed after each test.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 #include <cmocka.h>
 
 #include "node/config.h"
+#include "node/config_keys.h"
 #include "node/log.h"
 #include "tmem/compress.h"
 #include "tmem/zalloc.h"
@@ -738,6 +740,198 @@ static void test_env(void **state)
 	}
 }
 
+/* ---- the table of keys (node/config_keys.c) ---------------------------------------- */
+
+/* The struct a row of sec fills, zeroed. */
+static void *table_base(enum config_sec sec)
+{
+	static struct config c;
+	static struct config_node n;
+	static struct config_export e;
+	static struct config_user u;
+
+	memset(&c, 0, sizeof(c));
+	memset(&n, 0, sizeof(n));
+	memset(&e, 0, sizeof(e));
+	memset(&u, 0, sizeof(u));
+	switch (sec) {
+	case CONFIG_SEC_NODE:
+		return &n;
+	case CONFIG_SEC_EXPORT:
+		return &e;
+	case CONFIG_SEC_USER:
+		return &u;
+	default:
+		return &c;
+	}
+}
+
+/* Each row: a help, a default to show, sane bounds, a unique name in its section. */
+static void test_table_rows(void **state)
+{
+	size_t i, j;
+
+	assert_true(config_keys_n > 40);
+	assert_true(config_keys_n <= CONFIG_KEYS_MAX);
+	for (i = 0; i < config_keys_n; i++) {
+		const struct config_key *k = &config_keys[i];
+
+		assert_non_null(k->name);
+		assert_true(k->sec < CONFIG_SECS);
+		assert_ptr_equal(config_key_find(k->sec, k->name), k);
+		for (j = 0; j < i; j++)
+			if (config_keys[j].sec == k->sec && !strcmp(config_keys[j].name, k->name))
+				fail_msg("%s: two rows", k->name);
+		assert_non_null(k->help);
+		assert_true(k->help[0] != '.' && k->help[0] != '\''); /* roff would eat it */
+		assert_true(k->def || k->def_doc);
+		assert_true(k->min <= k->max);
+		assert_true(k->size > 0);
+		switch (k->type) {
+		case CONFIG_TEXT:
+		case CONFIG_PATH:
+		case CONFIG_ADDRESS:
+			assert_true(k->max >= 1 && k->max < k->size);
+			break;
+		case CONFIG_HOSTPORT:
+			assert_int_equal(k->size, CONFIG_NAME_MAX);
+			break;
+		case CONFIG_ENUM:
+			assert_non_null(k->choices);
+			assert_non_null(k->choices[0].name);
+			break;
+		default:
+			assert_true(k->size == 1 || k->size == 2 || k->size == 4 || k->size == 8);
+		}
+	}
+}
+
+/* Every default parses within its row's bounds, and is what a file without the key gets. */
+static void test_table_defaults(void **state)
+{
+	char why[CONFIG_ERR_MAX];
+	size_t i;
+
+	assert_int_equal(load("[node a]\n[export e]\nsize = 4K\n[uid 5]\n"), 0);
+	for (i = 0; i < config_keys_n; i++) {
+		const struct config_key *k = &config_keys[i];
+		void *base = table_base(k->sec);
+		const void *loaded = k->sec == CONFIG_SEC_NODE	   ? (void *)&cfg.nodes[0]
+				     : k->sec == CONFIG_SEC_EXPORT ? (void *)&cfg.exports[0]
+				     : k->sec == CONFIG_SEC_USER   ? (void *)&cfg.users[0]
+								   : (void *)&cfg;
+
+		if (!k->def || !strcmp(k->name, "size"))
+			continue;
+		why[0] = '\0';
+		if (config_key_set(k, base, k->def, why, sizeof(why)))
+			fail_msg("%s: default '%s' refused: %s", k->name, k->def, why);
+		assert_memory_equal(config_key_cfield(k, base), config_key_cfield(k, loaded),
+				    k->size);
+	}
+	assert_int_equal(cfg.request_timeout_ms, cfg.dead_after_ms); /* def_doc says so */
+}
+
+/* Each row's bounds are the parser's: the least and the most pass, one beyond does not. */
+static void test_table_bounds(void **state)
+{
+	char why[CONFIG_ERR_MAX], v[32];
+	size_t i;
+
+	for (i = 0; i < config_keys_n; i++) {
+		const struct config_key *k = &config_keys[i];
+		void *base = table_base(k->sec);
+
+		if (k->type != CONFIG_U32 && k->type != CONFIG_U64 && k->type != CONFIG_PERCENT)
+			continue;
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)k->max);
+		assert_int_equal(config_key_set(k, base, v, why, sizeof(why)), 0);
+		assert_int_equal(config_key_get(k, base), k->max);
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)k->min);
+		assert_int_equal(config_key_set(k, base, v, why, sizeof(why)), 0);
+		assert_int_equal(config_key_get(k, base), k->min);
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)k->max + 1);
+		assert_int_equal(config_key_set(k, base, v, why, sizeof(why)), -EINVAL);
+		assert_non_null(strstr(why, "is out of range"));
+	}
+}
+
+/* An enum's names are the ones its module parses (allocator, compressor, log_level). */
+static void test_table_choices(void **state)
+{
+	const struct config_key *k;
+	enum zalloc_kind z;
+	enum compress_algo a;
+	size_t i;
+
+	k = config_key_find(CONFIG_SEC_NODE, "allocator");
+	for (i = 0; k->choices[i].name; i++) {
+		assert_int_equal(zalloc_parse(k->choices[i].name, &z), 0);
+		assert_int_equal(z, k->choices[i].value);
+	}
+	k = config_key_find(CONFIG_SEC_NODE, "compressor");
+	for (i = 0; k->choices[i].name; i++) {
+		assert_int_equal(compress_algo_parse(k->choices[i].name, &a), 0);
+		assert_int_equal(a, k->choices[i].value);
+	}
+	k = config_key_find(CONFIG_SEC_NODE, "log_level");
+	for (i = 0; k->choices[i].name; i++)
+		assert_int_equal(log_level_parse(k->choices[i].name), k->choices[i].value);
+}
+
+/* @return whether s starts with the words of want, lines wrapped anywhere between them. */
+static bool words_start(const char *s, const char *want)
+{
+	while (*want) {
+		if (*want == ' ') {
+			if (!isspace((unsigned char)*s))
+				return false;
+			while (isspace((unsigned char)*s))
+				s++;
+			want++;
+		} else if (*s++ != *want++) {
+			return false;
+		}
+	}
+	return true;
+}
+
+/* --help-config (text) and its scd form list every key once, each with its reload rule. */
+static void test_help_config(void **state)
+{
+	static const char *const formats[] = {"text", "scd"};
+	char *buf, want[128];
+	size_t len, i, f;
+	FILE *m;
+
+	for (f = 0; f < 2; f++) {
+		m = open_memstream(&buf, &len);
+		assert_non_null(m);
+		assert_int_equal(config_help_print(m, formats[f]), 0);
+		fclose(m);
+		for (i = 0; i < config_keys_n; i++) {
+			const struct config_key *k = &config_keys[i];
+			const char *at;
+
+			snprintf(want, sizeof(want), f ? "\n*%s* = " : "\n  %s = ", k->name);
+			at = strstr(buf, want);
+			if (!at)
+				fail_msg("--help-config=%s: no %s", formats[f], k->name);
+			/* the rule is in the key's entry, before the next one */
+			at = strstr(at, f ? "Reload: " : "reload: ");
+			assert_non_null(at);
+			if (!words_start(at + 8, config_reload_text(k->reload)))
+				fail_msg("--help-config=%s: %s: not \"%s\"", formats[f], k->name,
+					 config_reload_text(k->reload));
+		}
+		free(buf);
+	}
+	m = open_memstream(&buf, &len);
+	assert_int_equal(config_help_print(m, "html"), -EINVAL);
+	fclose(m);
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -773,6 +967,11 @@ int main(void)
 	    cmocka_unit_test_teardown(test_node_tier_keys, teardown),
 	    cmocka_unit_test_teardown(test_err_syntax, teardown),
 	    cmocka_unit_test(test_env),
+	    cmocka_unit_test(test_table_rows),
+	    cmocka_unit_test_teardown(test_table_defaults, teardown),
+	    cmocka_unit_test(test_table_bounds),
+	    cmocka_unit_test(test_table_choices),
+	    cmocka_unit_test(test_help_config),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
