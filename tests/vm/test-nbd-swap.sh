@@ -54,6 +54,12 @@ name = swaptest
 secret_file = $dir/key
 heartbeat_ms = 200
 dead_after_ms = 5000
+; a write that finds n1's 2 MiB tier full waits for remotify to make room; under
+; TCG on a loaded 2-core host a frame's round trip to n2 can outlast the default
+; 500 ms (a CI run with other builds beside it refused 27 of 32,876 random pages
+; so), and then a swap write fails: 5 s rides that out, what is checked is that
+; no page is lost, not how fast
+room_wait_ms = 5000
 
 [node n1]
 id = 1
