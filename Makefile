@@ -174,7 +174,9 @@ $(BUILD)/tests/unit/%: $(call obj,tests/unit/%.c) $(BUILD)/lib/libnode.a $(BUILD
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(NODE_LIBS) $(TIER_LIBS) $(WIRE_LIBS) $(TEST_LIBS)
 # test_million compresses its pages as the node would (liblzo2)
 $(BUILD)/tests/integration/test_million: INTEG_LIBS = $(TIER_LIBS)
-$(BUILD)/tests/integration/%: $(call obj,tests/integration/%.c) $(call obj,tests/integration/harness.c) $(PAGEGEN_OBJ) $(BUILD)/lib/libramster.a
+# every integration test: the harness (one daemon) and the collective (several)
+$(BUILD)/tests/integration/%: $(call obj,tests/integration/%.c) $(call obj,tests/integration/harness.c) \
+  $(call obj,tests/integration/collective.c) $(PAGEGEN_OBJ) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(INTEG_LIBS) $(WIRE_LIBS) $(TEST_LIBS)
 .SECONDARY:
