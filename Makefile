@@ -172,6 +172,8 @@ $(BUILD)/bin/ramster-drill: $(call obj,tools/ramster-drill.c) $(JOUT_OBJ) $(PROG
 $(BUILD)/tests/unit/%: $(call obj,tests/unit/%.c) $(BUILD)/lib/libnode.a $(BUILD)/lib/libtier.a $(BUILD)/lib/libwire.a
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(NODE_LIBS) $(TIER_LIBS) $(WIRE_LIBS) $(TEST_LIBS)
+# the cases every pageframe allocator passes, over struct zalloc_ops (not a test of its own)
+$(BUILD)/tests/unit/test_zbud $(BUILD)/tests/unit/test_zdense: $(call obj,tests/unit/zalloc_suite.c)
 # test_million compresses its pages as the node would (liblzo2)
 $(BUILD)/tests/integration/test_million: INTEG_LIBS = $(TIER_LIBS)
 # every integration test: the harness (one daemon) and the collective (several)
