@@ -23,7 +23,7 @@
 
 static bool port_free(int port)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	bool ok;
 
@@ -165,7 +165,8 @@ int coll_write_conf(struct coll *c, int i)
 	for (k = 0; k < c->nodes; k++) {
 		const struct coll_node *n = &c->node[k];
 
-		fprintf(f, "\n[node %s]\nid = %d\naddress = %s:%d\nlocal_mb = %d\ndonate_mb = %d\n%s",
+		fprintf(f,
+			"\n[node %s]\nid = %d\naddress = %s:%d\nlocal_mb = %d\ndonate_mb = %d\n%s",
 			n->name, n->id, n->host[0] ? n->host : "127.0.0.1",
 			n->port ? n->port : c->port + k, n->local_mb, n->donate_mb, n->extra);
 	}

@@ -19,30 +19,30 @@
 #include "tests/integration/harness.h"
 
 #define COLL_NODES_MAX 8
-#define COLL_ARGS_MAX 8
+#define COLL_ARGS_MAX  8
 
 /* One [node] section, and how its daemon is started. */
 struct coll_node {
-	char name[32];         /* [node NAME] and --node NAME */
-	int id;                /* id = ID */
-	char host[32];         /* the address's host; "": 127.0.0.1 */
-	int port;              /* the address's port; 0: the collective's port + index */
-	int local_mb;          /* local_mb = N */
-	int donate_mb;         /* donate_mb = N */
-	char extra[256];       /* more lines of the section ("key = value\n"...) */
+	char name[32];			 /* [node NAME] and --node NAME */
+	int id;				 /* id = ID */
+	char host[32];			 /* the address's host; "": 127.0.0.1 */
+	int port;			 /* the address's port; 0: the collective's port + index */
+	int local_mb;			 /* local_mb = N */
+	int donate_mb;			 /* donate_mb = N */
+	char extra[256];		 /* more lines of the section ("key = value\n"...) */
 	const char *args[COLL_ARGS_MAX]; /* more ramsterd flags (NULL-terminated) */
 };
 
 /* A collective: its description, its files and its running daemons. */
 struct coll {
-	char dir[64];          /* mkdtemp: the key and the cluster files */
-	char key[128];         /* DIR/cluster.key, written by coll_create() */
+	char dir[64];			/* mkdtemp: the key and the cluster files */
+	char key[128];			/* DIR/cluster.key, written by coll_create() */
 	char conf[COLL_NODES_MAX][128]; /* the file node i starts with: DIR/NAME.conf */
-	int port;              /* the first of COLL_NODES_MAX consecutive free ports */
-	int nodes;             /* sections in the files, nodes that can start */
-	char cluster[32];      /* name = NAME */
-	char secret_file[128]; /* secret_file = PATH; "": key */
-	char extra[512];       /* more [cluster] lines after name and secret_file */
+	int port;			/* the first of COLL_NODES_MAX consecutive free ports */
+	int nodes;			/* sections in the files, nodes that can start */
+	char cluster[32];		/* name = NAME */
+	char secret_file[128];		/* secret_file = PATH; "": key */
+	char extra[512];		/* more [cluster] lines after name and secret_file */
 	struct coll_node node[COLL_NODES_MAX];
 	struct harness h[COLL_NODES_MAX]; /* h[i].pid is 0 while node i is not running */
 	const char *argv[COLL_NODES_MAX][COLL_ARGS_MAX + 6]; /* what harness_start() got */
@@ -62,14 +62,15 @@ int coll_write_key(const char *path, const char *text);
 /*
  * A new collective: its dir (/tmp/ramster-TAG.XXXXXX), a key (key_hex, a
  * line of 64 hex digits) in DIR/cluster.key and COLL_NODES_MAX free ports.
- * The description is empty: the caller sets nodes, cluster, extra and node[].
+ * The description is empty: the caller fills it in (coll_set_node(), then
+ * cluster, extra and the nodes' host, port, extra and args as it needs).
  * @return it (free with coll_destroy()), or NULL with errno set.
  */
 struct coll *coll_create(const char *tag, const char *key_hex);
 
 /*
  * Describe node i: name, id i + 1, its tier and what it lends; the address
- * 127.0.0.1 on port + i. Raises nodes to i + 1.
+ * 127.0.0.1 on port + i. Raises nodes to at least i + 1.
  */
 void coll_set_node(struct coll *c, int i, const char *name, int local_mb, int donate_mb);
 
@@ -99,9 +100,7 @@ int coll_start(struct coll *c, int i);
 /* Start every node, in order. @return 0 or the first failure's -errno. */
 int coll_start_all(struct coll *c);
 
-/*
- * Stop node i as harness_stop() does. @return as harness_stop().
- */
+/* Stop node i (harness_stop()). @return as harness_stop(). */
 int coll_stop(struct coll *c, int i);
 
 /*

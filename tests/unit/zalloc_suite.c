@@ -46,7 +46,7 @@ void zalloc_suite_fill(unsigned char *buf, unsigned len, uint32_t seed)
 uint64_t zalloc_suite_put(void *a, bool pers, unsigned len, uint32_t seed)
 {
 	unsigned char buf[PAGE_MAX];
-	struct zbud_ref ref = { seed, seed + 1 };
+	struct zbud_ref ref = {seed, seed + 1};
 	uint64_t h = UINT64_MAX;
 
 	zalloc_suite_fill(buf, len, seed);
@@ -80,8 +80,8 @@ struct zalloc_stats zalloc_suite_stats(void *a)
 
 static void test_bad_args(void **state)
 {
-	unsigned char buf[PAGE_MAX] = { 0 };
-	struct zbud_ref ref = { 1, 2 };
+	unsigned char buf[PAGE_MAX] = {0};
+	struct zbud_ref ref = {1, 2};
 	uint64_t h = 77;
 	int pers;
 	void *a;
@@ -95,7 +95,8 @@ static void test_bad_args(void **state)
 	for (pers = 0; pers < 2; pers++) {
 		assert_int_equal(ops->store(a, pers, buf, 0, ref, &h), -EINVAL);
 		if (ops->max_len + 1 != ops->huge_len)
-			assert_int_equal(ops->store(a, pers, buf, ops->max_len + 1, ref, &h), -EINVAL);
+			assert_int_equal(ops->store(a, pers, buf, ops->max_len + 1, ref, &h),
+					 -EINVAL);
 		if (!ops->huge_len) /* no raw pages: a whole frame's worth is too long */
 			assert_int_equal(ops->store(a, pers, buf, PAGE_MAX, ref, &h), -EINVAL);
 	}
@@ -152,7 +153,9 @@ static void test_round_trip_random(void **state)
 	int i;
 
 	for (i = 0; i < RT_N; i++) {
-		len[i] = i == 0 ? 1 : i == 1 ? ops->max_len : 1 + (unsigned)rand_r(&r) % ops->max_len;
+		len[i] = i == 0	  ? 1
+			 : i == 1 ? ops->max_len
+				  : 1 + (unsigned)rand_r(&r) % ops->max_len;
 		seed[i] = (uint32_t)i;
 		h[i] = zalloc_suite_put(a, i & 1, len[i], seed[i]);
 		bytes += len[i];
@@ -216,21 +219,21 @@ static void test_budget(void **state)
 	unsigned n = 0, i;
 
 	memset(buf, 1, sizeof(buf));
-	while (ops->store(a, true, buf, 2000, (struct zbud_ref){ 1, n }, &h[n]) == 0)
+	while (ops->store(a, true, buf, 2000, (struct zbud_ref){1, n}, &h[n]) == 0)
 		n++;
 	s = zalloc_suite_stats(a);
 	assert_true(s.frames <= 16);
 	assert_true(n >= 30); /* two a frame, less a partial block */
 	/* a smaller class still fits where frames remain, then nothing does */
-	for (i = 0; i < 4096 && ops->store(a, false, buf, 100, (struct zbud_ref){ 2, i }, &h[n]) == 0;
+	for (i = 0; i < 4096 && ops->store(a, false, buf, 100, (struct zbud_ref){2, i}, &h[n]) == 0;
 	     i++)
 		;
 	assert_true(zalloc_suite_stats(a).frames <= 16);
-	assert_int_equal(ops->store(a, true, buf, 2000, (struct zbud_ref){ 1, 0 }, &h[n]), -ENOSPC);
+	assert_int_equal(ops->store(a, true, buf, 2000, (struct zbud_ref){1, 0}, &h[n]), -ENOSPC);
 	/* releasing a whole block's pages makes room again */
 	for (i = 0; i < n; i++)
 		ops->release(a, h[i]);
-	assert_int_equal(ops->store(a, true, buf, 2000, (struct zbud_ref){ 1, 0 }, &h[0]), 0);
+	assert_int_equal(ops->store(a, true, buf, 2000, (struct zbud_ref){1, 0}, &h[0]), 0);
 	ops->destroy(a);
 }
 
@@ -270,7 +273,7 @@ static void *worker_main(void *arg)
 			len[k] = 1 + (x >> 4) % ops->max_len;
 			seed[k] = x;
 			zalloc_suite_fill(buf, len[k], seed[k]);
-			if (ops->store(w->a, w->id & 1, buf, len[k], (struct zbud_ref){ w->id, k },
+			if (ops->store(w->a, w->id & 1, buf, len[k], (struct zbud_ref){w->id, k},
 				       &h[k]))
 				len[k] = 0; /* full: fine */
 		}
@@ -290,7 +293,7 @@ static void test_threads(void **state)
 	unsigned i;
 
 	for (i = 0; i < 4; i++) {
-		w[i] = (struct worker){ a, i, 0 };
+		w[i] = (struct worker){a, i, 0};
 		assert_int_equal(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
 	}
 	for (i = 0; i < 4; i++) {
@@ -307,12 +310,12 @@ static void test_threads(void **state)
 int zalloc_suite_run(const struct zalloc_ops *o)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_bad_args),
-		cmocka_unit_test(test_round_trip_every_size),
-		cmocka_unit_test(test_round_trip_random),
-		cmocka_unit_test(test_bad_handles),
-		cmocka_unit_test(test_budget),
-		cmocka_unit_test(test_threads),
+	    cmocka_unit_test(test_bad_args),
+	    cmocka_unit_test(test_round_trip_every_size),
+	    cmocka_unit_test(test_round_trip_random),
+	    cmocka_unit_test(test_bad_handles),
+	    cmocka_unit_test(test_budget),
+	    cmocka_unit_test(test_threads),
 	};
 	char name[64];
 

@@ -20,7 +20,10 @@ void zalloc_suite_use(const struct zalloc_ops *ops);
 /* Fill buf with len bytes that are a function of seed, so any page can be checked. */
 void zalloc_suite_fill(unsigned char *buf, unsigned len, uint32_t seed);
 
-/* Store len bytes of seed (back-reference {seed, seed + 1}); assert it is taken. @return the handle. */
+/*
+ * Store len bytes of seed (back-reference {seed, seed + 1}); assert it is
+ * taken. @return the handle.
+ */
 uint64_t zalloc_suite_put(void *a, bool pers, unsigned len, uint32_t seed);
 
 /* Assert handle h reads back len bytes of seed. */
