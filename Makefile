@@ -182,9 +182,13 @@ $(BUILD)/bin/ramster-drill: $(DRILL_OBJ) $(JOUT_OBJ) $(PROGRESS_OBJ) $(FIGURES_O
 $(BUILD)/tests/unit/%: $(call obj,tests/unit/%.c) $(BUILD)/lib/libnode.a $(BUILD)/lib/libtier.a $(BUILD)/lib/libwire.a
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(NODE_LIBS) $(TIER_LIBS) $(WIRE_LIBS) $(TEST_LIBS)
+# the cases every pageframe allocator passes, over struct zalloc_ops (not a test of its own)
+$(BUILD)/tests/unit/test_zbud $(BUILD)/tests/unit/test_zdense: $(call obj,tests/unit/zalloc_suite.c)
 # test_million compresses its pages as the node would (liblzo2)
 $(BUILD)/tests/integration/test_million: INTEG_LIBS = $(TIER_LIBS)
-$(BUILD)/tests/integration/%: $(call obj,tests/integration/%.c) $(call obj,tests/integration/harness.c) $(PAGEGEN_OBJ) $(BUILD)/lib/libramster.a
+# every integration test: the harness (one daemon) and the collective (several)
+$(BUILD)/tests/integration/%: $(call obj,tests/integration/%.c) $(call obj,tests/integration/harness.c) \
+  $(call obj,tests/integration/collective.c) $(PAGEGEN_OBJ) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(INTEG_LIBS) $(WIRE_LIBS) $(TEST_LIBS)
 .SECONDARY:

@@ -26,7 +26,9 @@ static int zb_store(void *a, bool pers, const void *data, unsigned len, struct z
 	uint32_t h;
 	int ret = zbud_store(a, pers, data, len, ref, &h);
 
-	*handle = h;
+	/* as zbud_store: the handle is set on success only (h is unset otherwise) */
+	if (!ret)
+		*handle = h;
 	return ret;
 }
 

@@ -28,11 +28,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "ramster.h"
+#include "tests/integration/collective.h"
 #include "tests/integration/harness.h"
 
 #define PAGE RAMSTER_PAGE_SIZE
@@ -68,152 +68,64 @@ static const char *transport_of(int n)
 	return strcmp(TRANSPORT, "mixed") ? TRANSPORT : mixed[n];
 }
 
-struct coll {
-	char dir[64];
-	char conf[NODES_MAX][128];  /* one file per node: same content unless a test changes it */
-	char key[128];
-	int port;
-	struct harness h[NODES_MAX];
-	const char *args[NODES_MAX][8];
-	char nodearg[NODES_MAX][16];
-};
-
 static const char *const names[NODES_MAX] = { "alpha", "beta", "gamma", "delta" };
 
-static int port_free(int port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	int fd = socket(AF_INET, SOCK_STREAM, 0), ok;
-
-	sa.sin_addr.s_addr = htonl(INADDR_ANY);
-	ok = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-	if (fd >= 0)
-		close(fd);
-	return ok;
-}
-
-static void write_key(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
-	chmod(path, 0600);
-}
-
-/* Write the cluster file for node i (cluster name and key as given). */
+/* Write the cluster file for node i (cluster name and key as given; NULL: the collective's). */
 static void write_conf(struct coll *c, int i, const char *cluster, const char *key)
 {
-	FILE *f = fopen(c->conf[i], "w");
-	int n;
-
-	assert_non_null(f);
-	/* room_wait_ms stretched with the rest: a slow VM's remotify frees room
-	 * later than the default 0.5 s */
-	fprintf(f, "[cluster]\nname = %s\nsecret_file = %s\nheartbeat_ms = %d\ndead_after_ms = %d\n"
-		   "request_timeout_ms = %d\norphan_after_ms = %d\nroom_wait_ms = %d\nreplicas = %d\n",
-		cluster, key, HEARTBEAT_MS, DEAD_MS, TIMEOUT_MS, ORPHAN_MS, 500 * SLOW, REPLICAS);
-	for (n = 0; n < NODES; n++)
-		fprintf(f,
-			"\n[node %s]\nid = %d\naddress = %s%d:%d\ntransport = %s\nlocal_mb = %d\n"
-			"donate_mb = %d\nallocator = %s\ncompressor = %s\n",
-			names[n], n + 1, NET, n + 1, c->port + n, transport_of(n),
-			n == 0 ? LOCAL_MB : 64, n == 0 ? 16 : 128, ALLOCATOR, COMPRESSOR);
-	fclose(f);
-}
-
-static int node_start(struct coll *c, int i)
-{
-	c->args[i][0] = "--config";
-	c->args[i][1] = c->conf[i];
-	c->args[i][2] = "--node";
-	c->args[i][3] = names[i];
-	c->args[i][4] = "--log-level";
-	c->args[i][5] = "notice";
-	c->args[i][6] = NULL;
-	return harness_start(&c->h[i], c->args[i]);
-}
-
-/* Wait until node i sees `want` peers up. */
-static int wait_peers_up(struct coll *c, int i, size_t want, unsigned ms)
-{
-	uint64_t end = harness_now_ms() + ms;
-
-	do {
-		ramster *r = harness_connect(&c->h[i]);
-		struct ramster_peer_info *p = NULL;
-		size_t n = 0, k, up = 0;
-
-		if (r && ramster_peers(r, &p, &n) == 0) {
-			for (k = 0; k < n; k++)
-				up += !strcmp(p[k].state, "up");
-			free(p);
-		}
-		ramster_close(r);
-		if (up >= want)
-			return 0;
-		usleep(20000);
-	} while (harness_now_ms() < end);
-	return -ETIMEDOUT;
+	snprintf(c->cluster, sizeof(c->cluster), "%s", cluster);
+	snprintf(c->secret_file, sizeof(c->secret_file), "%s", key ? key : "");
+	assert_int_equal(coll_write_conf(c, i), 0);
 }
 
 static int setup(void **state)
 {
-	struct coll *c = calloc(1, sizeof(*c));
+	struct coll *c = coll_create("coll",
+				     "3b6f2a7c9d1e4f5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f809a1b2c3\n");
 	int i;
 
 	if (!c)
 		return -1;
-	snprintf(c->dir, sizeof(c->dir), "/tmp/ramster-coll.XXXXXX");
-	if (!mkdtemp(c->dir))
-		return -1;
-	snprintf(c->key, sizeof(c->key), "%s/cluster.key", c->dir);
-	write_key(c->key, "3b6f2a7c9d1e4f5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f809a1b2c3\n");
-	srandom((unsigned)getpid());
-	do
-		c->port = 20000 + (int)(random() % 30000);
-	while (!port_free(c->port) || !port_free(c->port + 1) || !port_free(c->port + 2) ||
-	       !port_free(c->port + 3));
+	/* room_wait_ms stretched with the rest: a slow VM's remotify frees room
+	 * later than the default 0.5 s */
+	snprintf(c->extra, sizeof(c->extra),
+		 "heartbeat_ms = %d\ndead_after_ms = %d\nrequest_timeout_ms = %d\n"
+		 "orphan_after_ms = %d\nroom_wait_ms = %d\nreplicas = %d\n",
+		 HEARTBEAT_MS, DEAD_MS, TIMEOUT_MS, ORPHAN_MS, 500 * SLOW, REPLICAS);
 	for (i = 0; i < NODES; i++) {
-		snprintf(c->conf[i], sizeof(c->conf[i]), "%s/node%d.conf", c->dir, i + 1);
-		write_conf(c, i, "test", c->key);
+		struct coll_node *n = &c->node[i];
+
+		coll_set_node(c, i, names[i], i == 0 ? LOCAL_MB : 64, i == 0 ? 16 : 128);
+		snprintf(n->host, sizeof(n->host), "%s%d", NET, i + 1);
+		snprintf(n->extra, sizeof(n->extra), "transport = %s\nallocator = %s\ncompressor = %s\n",
+			 transport_of(i), ALLOCATOR, COMPRESSOR);
+		n->args[0] = "--log-level";
+		n->args[1] = "notice";
 	}
-	for (i = 0; i < NODES; i++)
-		if (node_start(c, i))
-			return -1;
-	if (wait_peers_up(c, 0, NODES - 1, 5000 * SLOW)) {
+	snprintf(c->cluster, sizeof(c->cluster), "test");
+	if (coll_write_confs(c) || coll_start_all(c))
+		goto fail;
+	if (coll_wait_up(c, 0, NODES - 1, 5000 * SLOW)) {
 		fprintf(stderr, "the collective did not come up\n");
-		return -1;
+		goto fail;
 	}
 	*state = c;
 	return 0;
+fail:
+	coll_destroy(c); /* cmocka runs no teardown after a failed setup */
+	return -1;
 }
 
 static int teardown(void **state)
 {
-	struct coll *c = *state;
-	int i, bad = 0;
-	char cmd[128];
-
-	for (i = 0; i < NODES; i++)
-		if (c->h[i].pid && harness_stop(&c->h[i]))
-			bad = 1;
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", c->dir);
-	if (system(cmd))
-		bad = 1;
-	free(c);
-	return bad ? -1 : 0;
+	return coll_destroy(*state) ? -1 : 0;
 }
 
 static uint64_t stat_of(struct coll *c, int i, const char *name)
 {
-	ramster *r = harness_connect(&c->h[i]);
 	uint64_t v = 0;
 
-	assert_non_null(r);
-	assert_int_equal(harness_stat(r, name, &v), 0);
-	ramster_close(r);
+	assert_int_equal(coll_stat(c, i, name, &v), 0);
 	return v;
 }
 
@@ -467,9 +379,9 @@ static void test_kill_peer(void **state)
 	get_all(r, pool, BIG, 4, &hits, &misses, &lost);
 	assert_int_equal(lost, on_gamma);
 	/* gamma restarts and rejoins with a new incarnation */
-	assert_int_equal(node_start(c, 2), 0);
-	assert_int_equal(wait_peers_up(c, 0, 2, 5000 * SLOW), 0);
-	assert_int_equal(wait_peers_up(c, 2, 2, 5000 * SLOW), 0);
+	assert_int_equal(coll_start(c, 2), 0);
+	assert_int_equal(coll_wait_up(c, 0, 2, 5000 * SLOW), 0);
+	assert_int_equal(coll_wait_up(c, 2, 2, 5000 * SLOW), 0);
 	assert_int_equal(ramster_pool_destroy(r, pool), 0);
 	assert_int_equal(wait_counts_match(c, 5000 * SLOW), 0);
 	ramster_close(r);
@@ -528,12 +440,10 @@ static void test_link_reset_loses_nothing(void **state)
 	get_all(r, pool, BIG, 6, &hits, &misses, &lost);
 	assert_int_equal(lost, 0);
 	assert_int_equal(hits, BIG);
-	assert_int_equal(wait_peers_up(c, 0, 2, 5000 * SLOW), 0);
+	assert_int_equal(coll_wait_up(c, 0, 2, 5000 * SLOW), 0);
 	assert_int_equal(ramster_pool_destroy(r, pool), 0);
 	ramster_close(r);
 }
-
-static int wait_stat(struct coll *c, int i, const char *name, uint64_t want, unsigned ms);
 
 /*
  * A holder stopped past dead_after_ms is unreachable, not dead: nothing is
@@ -556,7 +466,7 @@ static void test_paused_holder_keeps_pages(void **state)
 	on_gamma = stat_of(c, 2, "foreign_pages");
 	assert_true(on_gamma > 0);
 	assert_int_equal(kill(c->h[2].pid, SIGSTOP), 0);
-	assert_int_equal(wait_stat(c, 0, "cluster_peers_unreachable", 1, 5000 * SLOW), 0);
+	assert_int_equal(coll_wait_stat(c, 0, "cluster_peers_unreachable", 1, 1, 5000 * SLOW), 0);
 	/* meanwhile the owner drops a pool: gamma is owed its flush */
 	assert_int_equal(ramster_pool_destroy(r, gone), 0);
 	usleep(200000);
@@ -564,7 +474,7 @@ static void test_paused_holder_keeps_pages(void **state)
 	assert_int_equal(stat_of(c, 0, "remote_owner_drops"), 0);
 	assert_int_equal(stat_of(c, 1, "remote_owner_drops"), 0);
 	assert_int_equal(kill(c->h[2].pid, SIGCONT), 0);
-	assert_int_equal(wait_peers_up(c, 0, 2, 5000 * SLOW), 0);
+	assert_int_equal(coll_wait_up(c, 0, 2, 5000 * SLOW), 0);
 	assert_int_equal(stat_of(c, 0, "cluster_peer_restarts"), 0);
 	assert_true(stat_of(c, 0, "cluster_peer_returns") >= 1);
 	assert_true(stat_of(c, 0, "remote_flushes_replayed") > 0);
@@ -610,30 +520,31 @@ static void test_ping(void **state)
 static void test_wrong_secret_and_cluster(void **state)
 {
 	struct coll *c = *state;
-	char badkey[160];
+	char badkey[sizeof(c->secret_file)];
 	uint64_t before = stat_of(c, 0, "cluster_auth_failures");
 
 	/* restart gamma with another key */
 	harness_kill(&c->h[2], SIGKILL);
 	snprintf(badkey, sizeof(badkey), "%s/other.key", c->dir);
-	write_key(badkey, "c0ffee11d0c5e2a9b7f4a38e5d6c1b2a9f8e7d6c5b4a39281706f5e4d3c2b1a0\n");
+	assert_int_equal(
+	    coll_write_key(badkey, "c0ffee11d0c5e2a9b7f4a38e5d6c1b2a9f8e7d6c5b4a39281706f5e4d3c2b1a0\n"), 0);
 	write_conf(c, 2, "test", badkey);
-	assert_int_equal(node_start(c, 2), 0);
+	assert_int_equal(coll_start(c, 2), 0);
 	usleep(1500 * 1000 * SLOW);
 	/* the dialers (alpha, beta) prove first; gamma, the acceptor, finds their proofs wrong */
 	assert_true(stat_of(c, 0, "cluster_auth_failures") + stat_of(c, 1, "cluster_auth_failures") +
 			    stat_of(c, 2, "cluster_auth_failures") >
 		    before);
-	assert_int_equal(wait_peers_up(c, 2, 1, 300), -ETIMEDOUT);
+	assert_int_equal(coll_wait_up(c, 2, 1, 300), -ETIMEDOUT);
 	/* and with the right key but another cluster name */
 	assert_int_equal(harness_stop(&c->h[2]), 0);
-	write_conf(c, 2, "other", c->key);
-	assert_int_equal(node_start(c, 2), 0);
+	write_conf(c, 2, "other", NULL);
+	assert_int_equal(coll_start(c, 2), 0);
 	usleep(1500 * 1000 * SLOW);
-	assert_int_equal(wait_peers_up(c, 2, 1, 300), -ETIMEDOUT);
+	assert_int_equal(coll_wait_up(c, 2, 1, 300), -ETIMEDOUT);
 	assert_true(harness_alive(&c->h[0]) && harness_alive(&c->h[1]));
 	/* the two good nodes still work together */
-	assert_int_equal(wait_peers_up(c, 0, 1, 1000 * SLOW), 0);
+	assert_int_equal(coll_wait_up(c, 0, 1, 1000 * SLOW), 0);
 }
 
 /* A raw TCP "peer" sending garbage is cut off; the node carries on. */
@@ -674,7 +585,7 @@ static void test_malformed_peer_frames(void **state)
 	assert_true(stat_of(c, 0, "cluster_bad_frames") + stat_of(c, 0, "cluster_auth_failures") >
 		    before);
 	assert_true(harness_alive(&c->h[0]));
-	assert_int_equal(wait_peers_up(c, 0, 2, 1000 * SLOW), 0);
+	assert_int_equal(coll_wait_up(c, 0, 2, 1000 * SLOW), 0);
 }
 
 /* ---- replication and drain -------------------------------------------------------- */
@@ -782,32 +693,6 @@ static uint64_t wait_remotify_rest(struct coll *c, unsigned ms)
 	return 0;
 }
 
-/* Wait until stat name of node i is want. @return 0 or -ETIMEDOUT. */
-static int wait_stat(struct coll *c, int i, const char *name, uint64_t want, unsigned ms)
-{
-	uint64_t end = harness_now_ms() + ms;
-
-	do {
-		if (stat_of(c, i, name) == want)
-			return 0;
-		usleep(20000);
-	} while (harness_now_ms() < end);
-	return -ETIMEDOUT;
-}
-
-/* wait_stat for a counter that reaches at least want (a loaded machine may add flaps). */
-static int wait_stat_min(struct coll *c, int i, const char *name, uint64_t want, unsigned ms)
-{
-	uint64_t end = harness_now_ms() + ms;
-
-	do {
-		if (stat_of(c, i, name) >= want)
-			return 0;
-		usleep(20000);
-	} while (harness_now_ms() < end);
-	return -ETIMEDOUT;
-}
-
 /*
  * replicas = 2 on four nodes: every remote persistent page has two copies on
  * two different peers; a peer killed costs nothing, its copies are made again
@@ -838,8 +723,8 @@ static void test_replicas_survive_two_deaths(void **state)
 	/* gamma declared unreachable, its copies made again on beta and delta (at
 	 * least one: on a loaded machine a live peer may flap unreachable too,
 	 * which since issue 11 costs nothing) */
-	assert_int_equal(wait_stat_min(c, 0, "cluster_peer_deaths", 1, 5000 * SLOW), 0);
-	assert_int_equal(wait_stat(c, 0, "replica_repair_active", 0, 30000 * SLOW), 0);
+	assert_int_equal(coll_wait_stat(c, 0, "cluster_peer_deaths", 1, UINT64_MAX, 5000 * SLOW), 0);
+	assert_int_equal(coll_wait_stat(c, 0, "replica_repair_active", 0, 0, 30000 * SLOW), 0);
 	assert_int_equal(stat_of(c, 0, "replica_below_target"), 0);
 	assert_true(stat_of(c, 0, "replica_rereplicated") > 0);
 	assert_int_equal(stat_of(c, 0, "replica_lost"), 0);
@@ -854,7 +739,7 @@ static void test_replicas_survive_two_deaths(void **state)
 	assert_int_equal(stat_of(c, 0, "replica_lost"), 0);
 	/* flushes reach every copy: the pool's destroy leaves beta empty */
 	assert_int_equal(ramster_pool_destroy(r, pool), 0);
-	assert_int_equal(wait_stat(c, 1, "foreign_pages", 0, 5000 * SLOW), 0);
+	assert_int_equal(coll_wait_stat(c, 1, "foreign_pages", 0, 0, 5000 * SLOW), 0);
 	ramster_close(r);
 }
 
@@ -882,7 +767,7 @@ static void test_drain_then_kill_loses_nothing(void **state)
 	assert_true(ramster_drain(r, 9, 1) < 0); /* no such peer */
 	assert_int_equal(ramster_drain(r, 3, 1), 0); /* relayed by alpha to gamma */
 	assert_int_equal(stat_of(c, 2, "drain_active"), 1);
-	assert_int_equal(wait_stat(c, 2, "foreign_pages", 0, 90000 * SLOW), 0);
+	assert_int_equal(coll_wait_stat(c, 2, "foreign_pages", 0, 0, 90000 * SLOW), 0);
 	assert_int_equal(stat_of(c, 2, "drain_pages_left"), 0);
 	assert_true(stat_of(c, 2, "drain_returned") + stat_of(c, 2, "drain_orphans") >= on_gamma);
 	assert_true(stat_of(c, 0, "remote_returns_served") > 0);

@@ -11,17 +11,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "ramster.h"
+#include "tests/integration/collective.h"
 #include "tests/integration/harness.h"
 
 #define PAGE RAMSTER_PAGE_SIZE
@@ -29,125 +23,56 @@
 #define REGION (96ull << 20)
 #define RESIDENT (8ull << 20)
 
-static const char *const names[NODES] = {"alpha", "beta"};
-
-struct coll {
-	char dir[64];
-	char conf[128];
-	char key[128];
-	int port;
-	struct harness h[NODES];
-	const char *args[NODES][8];
-};
-
-static int port_free(int port)
-{
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-	int fd = socket(AF_INET, SOCK_STREAM, 0), ok;
-
-	sa.sin_addr.s_addr = htonl(INADDR_ANY);
-	ok = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-	if (fd >= 0)
-		close(fd);
-	return ok;
-}
-
 static uint64_t stat_of(struct coll *c, int i, const char *name)
 {
-	ramster *r = harness_connect(&c->h[i]);
 	uint64_t v = 0;
 
-	assert_non_null(r);
-	assert_int_equal(harness_stat(r, name, &v), 0);
-	ramster_close(r);
+	assert_int_equal(coll_stat(c, i, name, &v), 0);
 	return v;
 }
 
 static int setup(void **state)
 {
-	struct coll *c = calloc(1, sizeof(*c));
-	FILE *f;
-	int i, up = 0;
-	uint64_t end;
+	struct coll *c = coll_create("farcoll",
+				     "5c6f2a7c9d1e4f5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f809a1b2c3\n");
+	int i;
 
 	if (!c)
 		return -1;
-	snprintf(c->dir, sizeof(c->dir), "/tmp/ramster-farcoll.XXXXXX");
-	if (!mkdtemp(c->dir))
-		return -1;
-	snprintf(c->key, sizeof(c->key), "%s/cluster.key", c->dir);
-	f = fopen(c->key, "w");
-	if (!f)
-		return -1;
-	fputs("5c6f2a7c9d1e4f5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f809a1b2c3\n", f);
-	fclose(f);
-	chmod(c->key, 0600);
-	srandom((unsigned)getpid());
-	do
-		c->port = 20000 + (int)(random() % 30000);
-	while (!port_free(c->port) || !port_free(c->port + 1));
-	snprintf(c->conf, sizeof(c->conf), "%s/cluster.conf", c->dir);
-	f = fopen(c->conf, "w");
-	if (!f)
-		return -1;
+	*state = c;
+	snprintf(c->cluster, sizeof(c->cluster), "far");
 	/* A get that waits longer than request_timeout_ms fails, and a region
 	 * answers a failed get with SIGBUS: under ASan on a loaded machine one
 	 * did within the former 500 ms. The test is about where pages live and
 	 * that they come back whole, not how fast: 10 s. */
-	fprintf(f,
-		"[cluster]\nname = far\nsecret_file = %s\nheartbeat_ms = 50\ndead_after_ms = 2000\n"
-		"request_timeout_ms = 10000\n",
-		c->key);
-	for (i = 0; i < NODES; i++)
+	snprintf(c->extra, sizeof(c->extra),
+		 "heartbeat_ms = 50\ndead_after_ms = 2000\nrequest_timeout_ms = 10000\n");
+	coll_set_node(c, 0, "alpha", 4, 16);
+	coll_set_node(c, 1, "beta", 64, 256);
+	for (i = 0; i < NODES; i++) {
+		snprintf(c->node[i].host, sizeof(c->node[i].host), "127.0.0.%d", i + 1);
 		/* alpha on zbud (two pages a frame, whatever they compress to): the
 		 * region's pages fill its 4 MiB and go to beta (the dense allocator
 		 * would hold them all) */
-		fprintf(f, "\n[node %s]\nid = %d\naddress = 127.0.0.%d:%d\ntransport = tcp\n"
-			   "local_mb = %d\ndonate_mb = %d\nallocator = %s\n",
-			names[i], i + 1, i + 1, c->port + i, i == 0 ? 4 : 64, i == 0 ? 16 : 256,
-			i == 0 ? "zbud" : "dense");
-	fclose(f);
-	for (i = 0; i < NODES; i++) {
-		const char *a[] = {"--config", c->conf, "--node", names[i], NULL};
-
-		memcpy(c->args[i], a, sizeof(a));
-		if (harness_start(&c->h[i], c->args[i]))
-			return -1;
+		snprintf(c->node[i].extra, sizeof(c->node[i].extra), "transport = tcp\nallocator = %s\n",
+			 i == 0 ? "zbud" : "dense");
 	}
+	if (coll_write_confs(c) || coll_start_all(c))
+		goto fail;
 	/* alpha sees beta up */
-	for (end = harness_now_ms() + 5000; !up && harness_now_ms() < end; usleep(20000)) {
-		ramster *r = harness_connect(&c->h[0]);
-		struct ramster_peer_info *p = NULL;
-		size_t n = 0, k;
-
-		if (r && ramster_peers(r, &p, &n) == 0)
-			for (k = 0; k < n; k++)
-				up += !strcmp(p[k].state, "up");
-		free(p);
-		ramster_close(r);
-	}
-	if (!up) {
+	if (coll_wait_up(c, 0, 1, 5000)) {
 		fprintf(stderr, "the collective did not come up\n");
-		return -1;
+		goto fail;
 	}
-	*state = c;
 	return 0;
+fail:
+	coll_destroy(c); /* cmocka runs no teardown after a failed setup */
+	return -1;
 }
 
 static int teardown(void **state)
 {
-	struct coll *c = *state;
-	char cmd[128];
-	int i, bad = 0;
-
-	for (i = 0; i < NODES; i++)
-		if (c->h[i].pid && harness_stop(&c->h[i]))
-			bad = 1;
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", c->dir);
-	if (system(cmd))
-		bad = 1;
-	free(c);
-	return bad ? -1 : 0;
+	return coll_destroy(*state) ? -1 : 0;
 }
 
 /* Each page: its number in the first word, a tag and the number repeated (compressible). */

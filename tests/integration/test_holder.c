@@ -6,9 +6,7 @@
  * (remote_seal_failures); with a second, honest holder the get falls over
  * and answers the right page. No wrong byte ever reaches the client.
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -19,12 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "collective.h"
 #include "harness.h"
 
 #define PAGE  4096
@@ -32,116 +29,52 @@
 
 static const char *const names[3] = {"alpha", "beta", "gamma"};
 
-struct holder_test {
-	char dir[64], key[128], conf[128];
-	int port, nodes;
-	struct harness h[3];
-	const char *args[3][8];
-};
-
 static int SLOW = 1;
 
-static int port_free(int port)
+static uint64_t stat_of(struct coll *t, int node, const char *name)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-	int fd = socket(AF_INET, SOCK_STREAM, 0), ok;
-
-	sa.sin_addr.s_addr = htonl(INADDR_ANY);
-	ok = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-	if (fd >= 0)
-		close(fd);
-	return ok;
-}
-
-static uint64_t stat_of(struct holder_test *t, int node, const char *name)
-{
-	ramster *r = harness_connect(&t->h[node]);
 	uint64_t v = 0;
 
-	assert_non_null(r);
-	assert_int_equal(harness_stat(r, name, &v), 0);
-	ramster_close(r);
+	assert_int_equal(coll_stat(t, node, name, &v), 0);
 	return v;
 }
 
 /* alpha and beta (the liar, mode lie), and an honest gamma when nodes is 3 (replicas 2) */
-static void start_all(struct holder_test *t, int nodes, const char *lie)
+static void start_all(struct coll *t, int nodes, const char *lie)
 {
-	FILE *f = fopen(t->conf, "w");
-	uint64_t end;
 	int i;
 
-	t->nodes = nodes;
-	assert_non_null(f);
-	fprintf(f,
-		"[cluster]\nname = holder\nsecret_file = %s\nheartbeat_ms = 100\n"
-		"dead_after_ms = %d\nrequest_timeout_ms = %d\nreplicas = %d\n",
-		/* a get may wait out a link cut and a loaded machine: each holder gets
-		 * request_timeout_ms / holders (issue 11) */
-		t->key, 3000 * SLOW, 12000 * SLOW, nodes - 1);
+	snprintf(t->cluster, sizeof(t->cluster), "holder");
+	snprintf(t->extra, sizeof(t->extra),
+		 "heartbeat_ms = 100\ndead_after_ms = %d\nrequest_timeout_ms = %d\nreplicas = %d\n",
+		 /* a get may wait out a link cut and a loaded machine: each holder gets
+		  * request_timeout_ms / holders (issue 11) */
+		 3000 * SLOW, 12000 * SLOW, nodes - 1);
 	for (i = 0; i < nodes; i++)
-		fprintf(
-		    f,
-		    "\n[node %s]\nid = %d\naddress = 127.0.0.1:%d\nlocal_mb = %d\ndonate_mb = %d\n",
-		    names[i], i + 1, t->port + i, i ? 16 : 1, i ? 64 : 0);
-	fclose(f);
+		coll_set_node(t, i, names[i], i ? 16 : 1, i ? 64 : 0);
+	assert_int_equal(coll_write_confs(t), 0);
 	for (i = nodes - 1; i >= 0; i--) {
-		t->args[i][0] = "--config";
-		t->args[i][1] = t->conf;
-		t->args[i][2] = "--node";
-		t->args[i][3] = names[i];
-		t->args[i][4] = NULL;
 		if (i == 1)
 			setenv("RAMSTER_TEST_HOLDER_LIE", lie, 1);
-		assert_int_equal(harness_start(&t->h[i], t->args[i]), 0);
+		assert_int_equal(coll_start(t, i), 0);
 		unsetenv("RAMSTER_TEST_HOLDER_LIE");
 	}
-	end = harness_now_ms() + 10000 * SLOW;
-	while (stat_of(t, 0, "cluster_links_up") < (uint64_t)nodes - 1 && harness_now_ms() < end)
-		usleep(20000);
+	/* the assert below judges: a timeout leaves fewer links up */
+	(void)coll_wait_stat(t, 0, "cluster_links_up", (uint64_t)nodes - 1, UINT64_MAX,
+			     10000 * SLOW);
 	assert_int_equal(stat_of(t, 0, "cluster_links_up"), nodes - 1);
 }
 
 static int setup(void **state)
 {
-	struct holder_test *t = calloc(1, sizeof(*t));
-	FILE *f;
-
-	if (!t)
-		return -1;
-	snprintf(t->dir, sizeof(t->dir), "/tmp/ramster-holder.XXXXXX");
-	if (!mkdtemp(t->dir))
-		return -1;
-	snprintf(t->key, sizeof(t->key), "%s/cluster.key", t->dir);
-	snprintf(t->conf, sizeof(t->conf), "%s/cluster.conf", t->dir);
-	f = fopen(t->key, "w");
-	if (!f)
-		return -1;
-	fputs("7c1d9e2f3a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f\n", f);
-	fclose(f);
-	chmod(t->key, 0600);
-	srandom((unsigned)getpid());
-	do
-		t->port = 20000 + (int)(random() % 30000);
-	while (!port_free(t->port) || !port_free(t->port + 1) || !port_free(t->port + 2));
-	*state = t;
-	return 0;
+	*state = coll_create("holder",
+			     "7c1d9e2f3a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f\n");
+	return *state ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
-	struct holder_test *t = *state;
-	char cmd[128];
-	int bad = 0, i;
-
-	for (i = 0; i < 3; i++)
-		if (t->h[i].pid && harness_stop(&t->h[i]))
-			bad = 1;
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", t->dir);
-	if (system(cmd))
-		bad = 1;
-	free(t);
-	return bad ? -1 : 0;
+	return coll_destroy(*state) ? -1 : 0;
 }
 
 /*
@@ -195,7 +128,7 @@ static uint64_t get_all(ramster *r, int pool, uint64_t version)
 	return eio;
 }
 
-static void wait_remote(struct holder_test *t)
+static void wait_remote(struct coll *t)
 {
 	uint64_t end = harness_now_ms() + 10000 * SLOW;
 
@@ -206,7 +139,7 @@ static void wait_remote(struct holder_test *t)
 
 static void one_liar(void **state, const char *lie)
 {
-	struct holder_test *t = *state;
+	struct coll *t = *state;
 	ramster *r;
 	uint64_t eio;
 	int pool;
@@ -279,7 +212,7 @@ static void *cutter_main(void *arg)
  */
 static void test_lie_fallover(void **state)
 {
-	struct holder_test *t = *state;
+	struct coll *t = *state;
 	struct cutter k = {0};
 	pthread_t th;
 	ramster *r;

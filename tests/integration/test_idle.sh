@@ -12,43 +12,19 @@
 # 15 %, which still catches a spinning core. Needs RAMSTER_BIN.
 # RAMSTER_IDLE_S sets the measured seconds (default 10).
 set -u
-BIN=${RAMSTER_BIN:-build/bin}
-BIN=$(cd "$BIN" && pwd)
-HERE=$(cd "$(dirname "$0")" && pwd)
-T=$(mktemp -d /tmp/ramster-idle.XXXXXX)
+. "$(dirname "$0")/lib.sh"
+lib_init test_idle
 SECS=${RAMSTER_IDLE_S:-10}
-pass=0
-fail=0
-pids=()
-
-cleanup() {
-	local p
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	[ -n "${RAMSTER_KEEP:-}" ] || rm -rf "$T"
-}
-trap cleanup EXIT
+# every case's figures are its report: shown whether it passed or not
+RUN_SHOW=all
+# the nodes as a user runs them: memory locked
+NODE_MEMLOCK=1
 
 single_floor=1 coll_floor=2
 if ldd "$BIN/ramsterd" 2>/dev/null | grep -qE 'lib(asan|tsan)'; then
 	single_floor=15 coll_floor=15
 	echo "(a sanitizer build: floors ${coll_floor} %)"
 fi
-
-run() {
-	local name=$1
-	shift
-	echo "[ RUN      ] $name"
-	if "$@" >"$T/$name.log" 2>&1; then
-		cat "$T/$name.log"
-		echo "[       OK ] $name"
-		pass=$((pass + 1))
-	else
-		cat "$T/$name.log"
-		echo "[  FAILED  ] $name"
-		fail=$((fail + 1))
-	fi
-}
 
 # ticks PID: its CPU time so far, in clock ticks (utime + stime)
 ticks() {
@@ -105,24 +81,15 @@ t_single() {
 # ---- a 3-node collective ---------------------------------------------------------------
 coll_pids=()
 start_collective() {
-	local base n up _
-	base=$((21000 + RANDOM % 20000))
-	"$BIN/ramsterctl" genkey >"$T/cluster.key" || return 1
-	chmod 600 "$T/cluster.key"
-	"$HERE/../../tools/cluster-conf.sh" "$T" idle "$base" 8 >"$T/cluster.conf" || return 1
+	local base n
+	base=$(free_ports 3) || return 1
+	make_key "$T/cluster.key"
+	"$ROOT/tools/cluster-conf.sh" "$T" idle "$base" 8 >"$T/cluster.conf" || return 1
 	for n in alpha beta gamma; do
-		"$BIN/ramsterd" --config "$T/cluster.conf" --node "$n" --log-level notice \
-			2>"$T/$n.err" &
-		coll_pids+=($!)
-		pids+=($!)
+		start_node "$T/cluster.conf" "$n" || return 1
+		coll_pids+=("$last_pid")
 	done
-	for _ in $(seq 150); do
-		up=$("$BIN/ramsterctl" --socket "$T/alpha.sock" peers 2>/dev/null | grep -c ' up ')
-		[ "$up" -ge 2 ] && return 0
-		sleep 0.1
-	done
-	echo "alpha did not see both peers up"
-	return 1
+	wait_peers alpha 2 15
 }
 
 t_collective() {
@@ -158,6 +125,4 @@ t_after_work() {
 run idle_single_node t_single
 run idle_collective t_collective
 run idle_after_work t_after_work
-echo "[  PASSED  ] $pass test(s)."
-[ $fail -eq 0 ] || echo "[  FAILED  ] $fail test(s)."
-[ $fail -eq 0 ]
+finish

@@ -6,42 +6,10 @@
 # for the figures the bench scripts (tools/bench*.sh) take from them.
 # Needs RAMSTER_BIN. Prints cmocka-like lines for tests/run-tests.
 set -u
-BIN=${RAMSTER_BIN:-build/bin}
-BIN=$(cd "$BIN" && pwd)
-T=$(mktemp -d /tmp/ramster-json.XXXXXX)
-pass=0
-fail=0
-pids=()
+. "$(dirname "$0")/lib.sh"
+lib_init test_json
 
-cleanup() {
-	local p
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	[ -n "${RAMSTER_KEEP:-}" ] || rm -rf "$T"
-}
-trap cleanup EXIT
-
-for tool in jq python3; do
-	if ! command -v $tool >/dev/null; then
-		echo "[  SKIPPED ] test_json: $tool missing (tools/deps.sh installs it)"
-		echo "[  PASSED  ] 0 test(s)."
-		exit 0
-	fi
-done
-
-run() {
-	local name=$1
-	shift
-	echo "[ RUN      ] $name"
-	if "$@" >"$T/$name.log" 2>&1; then
-		echo "[       OK ] $name"
-		pass=$((pass + 1))
-	else
-		tail -30 "$T/$name.log"
-		echo "[  FAILED  ] $name"
-		fail=$((fail + 1))
-	fi
-}
+need jq python3
 
 # one_doc FILE: exactly one JSON document, which python and jq both read
 one_doc() {
@@ -49,43 +17,13 @@ one_doc() {
 		[ "$(jq -c . "$1" | wc -l)" -eq 1 ]
 }
 
-start_node() {
-	RAMSTER_NO_MEMLOCK=1 "$BIN/ramsterd" --config "$1" --node "$2" --log-level notice >>"$3" 2>&1 &
-	pids+=($!)
-	local sock
-	sock=$(awk -v n="[node $2]" '$0==n{f=1;next} /^\[/{f=0} f&&$1=="socket"{print $3}' "$1")
-	for _ in $(seq 100); do
-		[ -S "$sock" ] && return 0
-		sleep 0.05
-	done
-	cat "$3"
-	return 1
-}
-
-"$BIN/ramsterctl" genkey >"$T/key"
-chmod 600 "$T/key"
-port=$((20000 + RANDOM % 20000))
-cat >"$T/two.ini" <<EOF
-[cluster]
-name = jsontest
-secret_file = $T/key
-heartbeat_ms = 50
-dead_after_ms = 2000
-
-[node a]
-id = 1
-address = 127.0.0.1:$port
-socket = $T/a.sock
-local_mb = 8
-donate_mb = 8
-
-[node b]
-id = 2
-address = 127.0.0.1:$((port + 1))
-socket = $T/b.sock
-local_mb = 64
-donate_mb = 128
-EOF
+make_key "$T/key"
+port=$(free_ports 2) || exit 1
+{
+	cluster_section jsontest
+	node_section a 1 "$port" 8 8
+	node_section b 2 $((port + 1)) 64 128
+} >"$T/two.ini"
 start_node "$T/two.ini" a "$T/a.log" || exit 1
 start_node "$T/two.ini" b "$T/b.log" || exit 1
 
@@ -145,10 +83,4 @@ t_netbench() {
 }
 run netbench_json_two_nodes t_netbench
 
-echo "$pass passed, $fail failed"
-echo "[  PASSED  ] $pass test(s)."
-if [ $fail -ne 0 ]; then
-	echo "[  FAILED  ] $fail test(s), listed above"
-	exit 1
-fi
-exit 0
+finish

@@ -7,27 +7,9 @@
 # per-export series, refusals counted, bad listen addresses refused at start.
 # Needs RAMSTER_BIN. Prints cmocka-like lines for tests/run-tests.
 set -u
-BIN=${RAMSTER_BIN:-build/bin}
-BIN=$(cd "$BIN" && pwd)
-HERE=$(cd "$(dirname "$0")" && pwd)
-T=$(mktemp -d /tmp/ramster-metrics.XXXXXX)
-pass=0
-fail=0
-pids=()
+. "$(dirname "$0")/lib.sh"
+lib_init test_metrics
 
-cleanup() {
-	local p
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	[ -n "${RAMSTER_KEEP:-}" ] || rm -rf "$T"
-}
-trap cleanup EXIT
-
-skip() {
-	echo "[  SKIPPED ] test_metrics: $1"
-	echo "[  PASSED  ] 0 test(s)."
-	exit 0
-}
 # Debian's python3 has prometheus_client; a pyenv shim first on PATH may not
 PY=
 for p in /usr/bin/python3 python3; do
@@ -36,74 +18,19 @@ for p in /usr/bin/python3 python3; do
 		break
 	fi
 done
-[ -n "$PY" ] || skip "python3-prometheus-client missing (tools/deps.sh installs it)"
-command -v curl >/dev/null || skip "curl missing (tools/deps.sh installs it)"
-command -v fio >/dev/null || skip "fio missing (tools/deps.sh installs it)"
+[ -n "$PY" ] || skip_all "python3-prometheus-client missing (tools/deps.sh installs it)"
+need curl fio
 
-run() {
-	local name=$1
-	shift
-	echo "[ RUN      ] $name"
-	if "$@" >"$T/$name.log" 2>&1; then
-		echo "[       OK ] $name"
-		pass=$((pass + 1))
-	else
-		tail -30 "$T/$name.log"
-		echo "[  FAILED  ] $name"
-		fail=$((fail + 1))
-	fi
-}
-
-# start_node CONF NODE LOG: ramsterd in the background, waits for its client socket
-start_node() {
-	RAMSTER_NO_MEMLOCK=1 "$BIN/ramsterd" --config "$1" --node "$2" --log-level notice >>"$3" 2>&1 &
-	pids+=($!)
-	last_pid=$!
-	local sock
-	sock=$(awk -v n="[node $2]" '$0==n{f=1;next} /^\[/{f=0} f&&$1=="socket"{print $3}' "$1")
-	for _ in $(seq 100); do
-		[ -S "$sock" ] && return 0
-		kill -0 $last_pid 2>/dev/null || break
-		sleep 0.05
-	done
-	echo "ramsterd $2 did not come up:"
-	cat "$3"
-	return 1
-}
-
-"$BIN/ramsterctl" genkey >"$T/key"
-chmod 600 "$T/key"
-port=$((20000 + RANDOM % 20000))
+make_key "$T/key"
+port=$(free_ports 4) || exit 1
 ma=127.0.0.1:$((port + 2))
 mb=127.0.0.1:$((port + 3))
-cat >"$T/two.ini" <<EOF
-[cluster]
-name = metricstest
-secret_file = $T/key
-heartbeat_ms = 50
-dead_after_ms = 2000
-
-[node a]
-id = 1
-address = 127.0.0.1:$port
-socket = $T/a.sock
-local_mb = 16
-donate_mb = 16
-nbd_socket = $T/nbd-a.sock
-metrics_listen = $ma
-
-[node b]
-id = 2
-address = 127.0.0.1:$((port + 1))
-socket = $T/b.sock
-local_mb = 64
-donate_mb = 256
-nbd_socket = $T/nbd-b.sock
-metrics_listen = $mb
-
-[export vol]
-size = 256M
-EOF
+{
+	cluster_section metricstest
+	node_section a 1 "$port" 16 16 "nbd_socket = $T/nbd-a.sock" "metrics_listen = $ma"
+	node_section b 2 $((port + 1)) 64 256 "nbd_socket = $T/nbd-b.sock" "metrics_listen = $mb"
+	printf '\n[export vol]\nsize = 256M\n'
+} >"$T/two.ini"
 start_node "$T/two.ini" a "$T/a.log" || exit 1
 start_node "$T/two.ini" b "$T/b.log" || exit 1
 
@@ -262,10 +189,4 @@ EOF
 }
 run bad_or_taken_listen_address_refused t_bad_listen
 
-echo "$pass passed, $fail failed"
-echo "[  PASSED  ] $pass test(s)."
-if [ $fail -ne 0 ]; then
-	echo "[  FAILED  ] $fail test(s), listed above"
-	exit 1
-fi
-exit 0
+finish

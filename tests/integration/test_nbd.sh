@@ -4,60 +4,14 @@
 # input (nbd_raw.py). Needs RAMSTER_BIN (the Makefile's integration target
 # sets it). Prints cmocka-like lines, so tests/run-tests counts them.
 set -u
-BIN=${RAMSTER_BIN:-build/bin}
-BIN=$(cd "$BIN" && pwd)
-HERE=$(cd "$(dirname "$0")" && pwd)
-T=$(mktemp -d /tmp/ramster-nbd.XXXXXX)
-pass=0
-fail=0
-pids=()
+. "$(dirname "$0")/lib.sh"
+lib_init test_nbd
+RUN_TAIL=20
+# the nodes lock their memory and wait for their NBD sockets
+NODE_MEMLOCK=1
+NODE_WAIT=nbd_socket
 
-cleanup() {
-	local p
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	[ -n "${RAMSTER_KEEP:-}" ] || rm -rf "$T"
-}
-trap cleanup EXIT
-
-for tool in nbdinfo nbdcopy fio qemu-img python3; do
-	if ! command -v $tool >/dev/null; then
-		echo "[  SKIPPED ] test_nbd: $tool missing (tools/deps.sh installs it)"
-		echo "[  PASSED  ] 0 test(s)."
-		exit 0
-	fi
-done
-
-# run NAME CMD...: one test case, its output kept in $T/NAME.log
-run() {
-	local name=$1
-	shift
-	echo "[ RUN      ] $name"
-	if "$@" >"$T/$name.log" 2>&1; then
-		echo "[       OK ] $name"
-		pass=$((pass + 1))
-	else
-		tail -20 "$T/$name.log"
-		echo "[  FAILED  ] $name"
-		fail=$((fail + 1))
-	fi
-}
-
-# start_node CONF NODE LOG: ramsterd in the background; waits for its NBD socket
-start_node() {
-	"$BIN/ramsterd" --config "$1" --node "$2" --log-level notice >>"$3" 2>&1 &
-	pids+=($!)
-	last_pid=$!
-	local sock
-	sock=$(awk -v n="[node $2]" '$0==n{f=1;next} /^\[/{f=0} f&&$1=="nbd_socket"{print $3}' "$1")
-	for _ in $(seq 100); do
-		[ -S "$sock" ] && return 0
-		sleep 0.05
-	done
-	echo "ramsterd $2 did not come up:"
-	cat "$3"
-	return 1
-}
+need nbdinfo nbdcopy fio qemu-img python3
 
 alive() { kill -0 "$1" 2>/dev/null; }
 
@@ -564,39 +518,18 @@ else
 fi
 
 # ---- two nodes: node 1's local tier is smaller than the data -----------------------
-kill -TERM "$node" 2>/dev/null
-wait "$node" 2>/dev/null
-"$BIN/ramsterctl" genkey >"$T/key" 2>/dev/null || head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$T/key"
-chmod 600 "$T/key"
-port=$((20000 + RANDOM % 20000))
-cat >"$T/two.ini" <<EOF
-[cluster]
-name = nbdtest
-secret_file = $T/key
-heartbeat_ms = 50
-dead_after_ms = 2000
+stop_node n1
+make_key "$T/key"
+port=$(free_ports 2) || exit 1
+{
+	cluster_section nbdtest
+	# 2, not 16: the dense tier packs fio's pattern pages ~20 a frame, and 16 MiB held
+	# all 160 MiB of them, so nothing went to b; 2 MiB makes a remotify
+	node_section a 1 "$port" 2 16 "nbd_socket = $T/nbd-a.sock"
+	node_section b 2 $((port + 1)) 64 512 "nbd_socket = $T/nbd-b.sock"
+	printf '\n[export big]\nsize = 1G\n'
+} >"$T/two.ini"
 
-[node a]
-id = 1
-address = 127.0.0.1:$port
-socket = $T/a.sock
-; 2, not 16: the dense tier packs fio's pattern pages ~20 a frame, and 16 MiB held
-; all 160 MiB of them, so nothing went to b; 2 MiB makes a remotify
-local_mb = 2
-donate_mb = 16
-nbd_socket = $T/nbd-a.sock
-
-[node b]
-id = 2
-address = 127.0.0.1:$((port + 1))
-socket = $T/b.sock
-local_mb = 64
-donate_mb = 512
-nbd_socket = $T/nbd-b.sock
-
-[export big]
-size = 1G
-EOF
 t_two() {
 	start_node "$T/two.ini" a "$T/a.log" || return 1
 	start_node "$T/two.ini" b "$T/b.log" || return 1
@@ -620,11 +553,4 @@ t_two_random() {
 }
 run random_pages_through_the_peer_roundtrip t_two_random
 
-echo "$pass passed, $fail failed"
-if [ $fail -eq 0 ]; then
-	echo "[  PASSED  ] $pass test(s)."
-	exit 0
-fi
-echo "[  PASSED  ] $pass test(s)."
-echo "[  FAILED  ] $fail test(s), listed above"
-exit 1
+finish

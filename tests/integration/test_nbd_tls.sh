@@ -10,72 +10,19 @@
 # (the Makefile's integration target sets it). Prints cmocka-like lines, so
 # tests/run-tests counts them.
 set -u
-BIN=${RAMSTER_BIN:-build/bin}
-BIN=$(cd "$BIN" && pwd)
-T=$(mktemp -d /tmp/ramster-nbd-tls.XXXXXX)
-pass=0
-fail=0
-pids=()
+. "$(dirname "$0")/lib.sh"
+lib_init test_nbd_tls
+RUN_TAIL=20
+# the nodes lock their memory, log at info, and are waited for by their NBD sockets
+NODE_MEMLOCK=1
+NODE_LOG_LEVEL=info
+NODE_WAIT=nbd_socket
 
-cleanup() {
-	local p
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	[ -n "${RAMSTER_KEEP:-}" ] || rm -rf "$T"
-}
-trap cleanup EXIT
-
-for tool in nbdinfo nbdcopy psktool certtool; do
-	if ! command -v $tool >/dev/null; then
-		echo "[  SKIPPED ] test_nbd_tls: $tool missing (tools/deps.sh installs it)"
-		echo "[  PASSED  ] 0 test(s)."
-		exit 0
-	fi
-done
+need nbdinfo nbdcopy psktool certtool
 # Debian's python3 has the nbd module (python3-libnbd); a pyenv python3 on PATH does not
 PY=/usr/bin/python3
 
-# run NAME CMD...: one test case, its output kept in $T/NAME.log
-run() {
-	local name=$1
-	shift
-	echo "[ RUN      ] $name"
-	if "$@" >"$T/$name.log" 2>&1; then
-		echo "[       OK ] $name"
-		pass=$((pass + 1))
-	else
-		tail -20 "$T/$name.log"
-		echo "[  FAILED  ] $name"
-		fail=$((fail + 1))
-	fi
-}
-
-# free_port: a TCP port free now on 127.0.0.1 (the kernel's pick)
-free_port() {
-	$PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# start_node CONF NODE LOG: ramsterd in the background; waits for its NBD socket
-start_node() {
-	"$BIN/ramsterd" --config "$1" --node "$2" --log-level info >>"$3" 2>&1 &
-	pids+=($!)
-	last_pid=$!
-	local sock
-	sock=$(awk -v n="[node $2]" '$0==n{f=1;next} /^\[/{f=0} f&&$1=="nbd_socket"{print $3}' "$1")
-	for _ in $(seq 200); do
-		[ -S "$sock" ] && return 0
-		alive "$last_pid" || break
-		sleep 0.05
-	done
-	echo "ramsterd $2 did not come up:"
-	cat "$3"
-	return 1
-}
-
 alive() { kill -0 "$1" 2>/dev/null; }
-
-# counter SOCK NAME: one counter of `ramsterctl stats`
-counter() { "$BIN/ramsterctl" -s "$1" stats | awk -v k="$2" '$1==k{print $2; f=1} END{exit !f}'; }
 
 # ---- keys: a PSK (psktool) and a CA with a server certificate (certtool) --------------
 mkdir -p "$T/pki" "$T/client" "$T/badca" "$T/client-good" "$T/client-bad"
@@ -112,7 +59,7 @@ mkcert "$T/badca" "$T/client-bad/client" \
 	'cn = bad client\ntls_www_client\nencryption_key\nsigning_key\nexpiration_days = 2\n' || exit 1
 
 # ---- node a: PSK, nbd_tls = require -----------------------------------------------------
-pa=$(free_port)
+pa=$(free_ports 1)
 cat >"$T/a.ini" <<EOF
 [node a]
 socket = $T/a.sock
@@ -151,7 +98,7 @@ t_psk_roundtrip() {
 	nbdcopy "$T/text.img" "$PSK" || return 1
 	nbdcopy "$PSK" "$T/text-back.img" || return 1
 	cmp "$T/text.img" <(head -c "$(stat -c %s "$T/text.img")" "$T/text-back.img") || return 1
-	h=$(counter "$T/a.sock" nbd_tls_handshakes) || return 1
+	h=$(node_stat "$T/a.sock" nbd_tls_handshakes) || return 1
 	echo "handshakes $h"
 	[ "$h" -ge 5 ]
 }
@@ -159,7 +106,7 @@ run psk_nbdinfo_nbdcopy_roundtrip_cmp t_psk_roundtrip
 
 t_wrong_key() {
 	local f0 f1 h0 h1
-	f0=$(counter "$T/a.sock" nbd_tls_failures) || return 1
+	f0=$(node_stat "$T/a.sock" nbd_tls_failures) || return 1
 	if nbdinfo "nbds://alice@127.0.0.1:$pa/ram?tls-psk-file=$T/wrong.psk"; then
 		echo "a wrong PSK was let in"
 		return 1
@@ -168,26 +115,26 @@ t_wrong_key() {
 		echo "an unknown PSK user was let in"
 		return 1
 	fi
-	f1=$(counter "$T/a.sock" nbd_tls_failures) || return 1
+	f1=$(node_stat "$T/a.sock" nbd_tls_failures) || return 1
 	echo "failures $f0 -> $f1"
 	[ "$f1" -ge $((f0 + 2)) ] || return 1
 	alive "$node_a" || return 1
 	grep -q "TLS handshake failed" "$T/a.log" || return 1
-	h0=$(counter "$T/a.sock" nbd_tls_handshakes)
+	h0=$(node_stat "$T/a.sock" nbd_tls_handshakes)
 	nbdinfo --size "$PSK" | grep -qx $((256 << 20)) || return 1 # the next good client
-	h1=$(counter "$T/a.sock" nbd_tls_handshakes)
+	h1=$(node_stat "$T/a.sock" nbd_tls_handshakes)
 	[ "$h1" -eq $((h0 + 1)) ]
 }
 run psk_wrong_key_refused_counted_next_client_served t_wrong_key
 
 t_plain_refused() {
 	local r0 r1
-	r0=$(counter "$T/a.sock" nbd_tls_required_refused) || return 1
+	r0=$(node_stat "$T/a.sock" nbd_tls_required_refused) || return 1
 	if nbdinfo "nbd://127.0.0.1:$pa/ram"; then
 		echo "a plaintext client was let in under require"
 		return 1
 	fi
-	r1=$(counter "$T/a.sock" nbd_tls_required_refused) || return 1
+	r1=$(node_stat "$T/a.sock" nbd_tls_required_refused) || return 1
 	echo "refused $r0 -> $r1"
 	[ "$r1" -eq $((r0 + 1)) ] || return 1
 	grep -q "plaintext client refused: option [0-9]* ([A-Z_]*) before STARTTLS" "$T/a.log" || return 1
@@ -288,10 +235,10 @@ EOF
 
 t_raw() {
 	local f0 f1
-	f0=$(counter "$T/a.sock" nbd_tls_failures) || return 1
+	f0=$(node_stat "$T/a.sock" nbd_tls_failures) || return 1
 	$PY "$T/raw.py" "$pa" || return 1
 	alive "$node_a" || return 1
-	f1=$(counter "$T/a.sock" nbd_tls_failures) || return 1
+	f1=$(node_stat "$T/a.sock" nbd_tls_failures) || return 1
 	echo "failures $f0 -> $f1"
 	[ "$f1" -ge $((f0 + 3)) ] || return 1
 	nbdinfo --size "$PSK" | grep -qx $((256 << 20)) # still serving
@@ -346,7 +293,7 @@ t_psk_reload() {
 	cp "$T/keys.psk" "$T/old.psk"
 	psktool -u alice -p "$T/new.psk" >/dev/null || return 1
 	chmod 600 "$T/new.psk" "$T/old.psk"
-	r0=$(counter "$T/a.sock" nbd_tls_reloads) || return 1
+	r0=$(node_stat "$T/a.sock" nbd_tls_reloads) || return 1
 	# a session under the old keys, open across the reload
 	$PY - "$pa" "$T/old.psk" "$T/new.psk" "$T/a.ini" "$node_a" <<'PYEOF' || return 1
 import os, signal, sys, time
@@ -378,7 +325,7 @@ assert client(new).pread(4096, 0).startswith(b"before the reload")
 h.shutdown()
 print("reload: old key refused, new key in, the live session kept")
 PYEOF
-	r1=$(counter "$T/a.sock" nbd_tls_reloads) || return 1
+	r1=$(node_stat "$T/a.sock" nbd_tls_reloads) || return 1
 	echo "nbd_tls_reloads $r0 -> $r1"
 	[ "$r1" -eq $((r0 + 1)) ] || return 1
 	grep -q "applied: .*NBD TLS keys read again" "$T/a.log"
@@ -390,7 +337,7 @@ else
 fi
 
 # ---- node b: X.509, nbd_tls = on ---------------------------------------------------------
-pb=$(free_port)
+pb=$(free_ports 1)
 cat >"$T/b.ini" <<EOF
 [node b]
 socket = $T/b.sock
@@ -419,7 +366,7 @@ t_x509() {
 		echo "the client took a server its CA did not sign"
 		return 1
 	fi
-	[ "$(counter "$T/b.sock" nbd_tls_handshakes)" -ge 3 ]
+	[ "$(node_stat "$T/b.sock" nbd_tls_handshakes)" -ge 3 ]
 }
 run x509_nbdinfo_nbdcopy_roundtrip_cmp t_x509
 
@@ -427,12 +374,12 @@ t_client_certs() {
 	local f0 f1
 	nbdinfo --size "nbds://localhost:$pb/ram?tls-certificates=$T/client-good" |
 		grep -qx $((128 << 20)) || return 1
-	f0=$(counter "$T/b.sock" nbd_tls_failures) || return 1
+	f0=$(node_stat "$T/b.sock" nbd_tls_failures) || return 1
 	if nbdinfo "nbds://localhost:$pb/ram?tls-certificates=$T/client-bad"; then
 		echo "a client certificate from another CA was let in"
 		return 1
 	fi
-	f1=$(counter "$T/b.sock" nbd_tls_failures) || return 1
+	f1=$(node_stat "$T/b.sock" nbd_tls_failures) || return 1
 	echo "failures $f0 -> $f1"
 	[ "$f1" -gt "$f0" ] && alive "$node_b"
 }
@@ -440,10 +387,10 @@ run x509_client_cert_verified_when_sent t_client_certs
 
 t_plain_on() {
 	local r0
-	r0=$(counter "$T/b.sock" nbd_tls_required_refused) || return 1
+	r0=$(node_stat "$T/b.sock" nbd_tls_required_refused) || return 1
 	nbdinfo "nbd://127.0.0.1:$pb/ram" >"$T/plain-info" || return 1
 	grep -q "newstyle-fixed without TLS" "$T/plain-info" || return 1
-	[ "$(counter "$T/b.sock" nbd_tls_required_refused)" -eq "$r0" ]
+	[ "$(node_stat "$T/b.sock" nbd_tls_required_refused)" -eq "$r0" ]
 }
 run plaintext_accepted_under_on t_plain_on
 
@@ -458,7 +405,7 @@ must_refuse() {
 
 t_nonloopback() {
 	local p
-	p=$(free_port)
+	p=$(free_ports 1)
 	printf '[node w]\nsocket = %s/w.sock\nnbd_socket = %s/nbd-w.sock\nnbd_listen = 0.0.0.0:%s\n[export x]\nsize = 1M\n' \
 		"$T" "$T" "$p" >"$T/w.ini"
 	must_refuse "$T/w.ini" w "is not a loopback address and nbd_tls is not set: set nbd_tls = require" ||
@@ -483,7 +430,7 @@ run nonloopback_listen_needs_nbd_tls_off_starts t_nonloopback
 
 t_key_modes() {
 	local p
-	p=$(free_port)
+	p=$(free_ports 1)
 	cp "$T/keys.psk" "$T/open.psk"
 	chmod 644 "$T/open.psk"
 	printf '[node k]\nsocket = %s/k.sock\nnbd_socket = %s/nbd-k.sock\nnbd_listen = 127.0.0.1:%s\nnbd_tls = require\nnbd_tls_psk = open.psk\n[export x]\nsize = 1M\n' \
@@ -506,11 +453,4 @@ run key_files_others_can_read_refused_at_start t_key_modes
 
 alive "$node_a" && alive "$node_b" || { echo "a node died"; fail=$((fail + 1)); }
 
-echo "$pass passed, $fail failed"
-if [ $fail -eq 0 ]; then
-	echo "[  PASSED  ] $pass test(s)."
-	exit 0
-fi
-echo "[  PASSED  ] $pass test(s)."
-echo "[  FAILED  ] $fail test(s), listed above"
-exit 1
+finish

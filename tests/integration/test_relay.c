@@ -18,10 +18,8 @@
  * exact (0 -EIO, 0 wrong): a holder that is alive is asked again, never
  * reported lost.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -30,13 +28,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "collective.h"
 #include "harness.h"
 
 #define PAGE   4096
@@ -44,27 +41,13 @@
 #define MARKER "TOPSECRET card"
 
 struct relay_test {
-	char dir[64], key[128], conf[2][128], capture[128], relay_log[128];
-	int port; /* alpha, beta, relay */
+	struct coll *c; /* alpha (port), beta (port + 1); the relay listens on port + 2 */
+	char capture[128], relay_log[128];
 	pid_t relay;
 	const char *extra; /* more [cluster] lines, or NULL */
-	struct harness h[2];
-	const char *args[2][8];
 };
 
 static int SLOW = 1;
-
-static int port_free(int port)
-{
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-	int fd = socket(AF_INET, SOCK_STREAM, 0), ok;
-
-	sa.sin_addr.s_addr = htonl(INADDR_ANY);
-	ok = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-	if (fd >= 0)
-		close(fd);
-	return ok;
-}
 
 /* A page of "TOPSECRET card NNNN ..." lines: text that compression keeps as literals. */
 static void marker_page(unsigned char *page, uint64_t seed)
@@ -87,38 +70,21 @@ static void marker_page(unsigned char *page, uint64_t seed)
 
 static void write_conf(struct relay_test *t, int node, const char *security)
 {
-	FILE *f = fopen(t->conf[node], "w");
+	struct coll *c = t->c;
 
-	assert_non_null(f);
-	fprintf(f,
-		"[cluster]\nname = relay\nsecret_file = %s\nheartbeat_ms = 100\n"
-		"dead_after_ms = %d\nlink_security = %s\n%s"
-		"\n[node alpha]\nid = 1\naddress = 127.0.0.1:%d\nlocal_mb = 1\ndonate_mb = 0\n"
-		"\n[node beta]\nid = 2\naddress = 127.0.0.1:%d\nlocal_mb = 16\ndonate_mb = 64\n",
-		t->key, 3000 * SLOW, security, t->extra ? t->extra : "", t->port,
-		/* alpha dials the relay for beta; beta listens on its own port */
-		node == 0 ? t->port + 2 : t->port + 1);
-	fclose(f);
-}
-
-static int start_node(struct relay_test *t, int node)
-{
-	t->args[node][0] = "--config";
-	t->args[node][1] = t->conf[node];
-	t->args[node][2] = "--node";
-	t->args[node][3] = node ? "beta" : "alpha";
-	t->args[node][4] = NULL;
-	return harness_start(&t->h[node], t->args[node]);
+	snprintf(c->extra, sizeof(c->extra), "heartbeat_ms = 100\ndead_after_ms = %d\nlink_security = %s\n%s",
+		 3000 * SLOW, security, t->extra ? t->extra : "");
+	/* alpha dials the relay for beta; beta listens on its own port */
+	c->node[1].port = node == 0 ? c->port + 2 : 0;
+	assert_int_equal(coll_write_conf(c, node), 0);
+	c->node[1].port = 0;
 }
 
 static uint64_t stat_of(struct relay_test *t, int node, const char *name)
 {
-	ramster *r = harness_connect(&t->h[node]);
 	uint64_t v = 0;
 
-	assert_non_null(r);
-	assert_int_equal(harness_stat(r, name, &v), 0);
-	ramster_close(r);
+	assert_int_equal(coll_stat(t->c, node, name, &v), 0);
 	return v;
 }
 
@@ -142,8 +108,8 @@ static void start_all_k(struct relay_test *t, const char *mode, const char *secu
 	const char *py = getenv("PYTHON") ? getenv("PYTHON") : "python3";
 	int fd;
 
-	snprintf(port, sizeof(port), "%d", t->port + 2);
-	snprintf(tport, sizeof(tport), "%d", t->port + 1);
+	snprintf(port, sizeof(port), "%d", t->c->port + 2);
+	snprintf(tport, sizeof(tport), "%d", t->c->port + 1);
 	snprintf(kk, sizeof(kk), "%d", k);
 	t->relay = fork();
 	assert_true(t->relay >= 0);
@@ -158,8 +124,8 @@ static void start_all_k(struct relay_test *t, const char *mode, const char *secu
 	usleep(300000);
 	write_conf(t, 0, security);
 	write_conf(t, 1, security);
-	assert_int_equal(start_node(t, 1), 0);
-	assert_int_equal(start_node(t, 0), 0);
+	assert_int_equal(coll_start(t->c, 1), 0);
+	assert_int_equal(coll_start(t->c, 0), 0);
 	assert_int_equal(wait_up(t, 10000 * SLOW), 0);
 }
 
@@ -171,7 +137,6 @@ static void start_all(struct relay_test *t, const char *mode, const char *securi
 static int setup(void **state)
 {
 	struct relay_test *t = calloc(1, sizeof(*t));
-	FILE *f;
 
 	if (!t)
 		return -1;
@@ -180,24 +145,16 @@ static int setup(void **state)
 		free(t);
 		return -1;
 	}
-	snprintf(t->dir, sizeof(t->dir), "/tmp/ramster-relay.XXXXXX");
-	if (!mkdtemp(t->dir))
+	t->c = coll_create("relay", "5a1e6c0b9d3f47e28a6b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f\n");
+	if (!t->c) {
+		free(t);
 		return -1;
-	snprintf(t->key, sizeof(t->key), "%s/cluster.key", t->dir);
-	snprintf(t->conf[0], sizeof(t->conf[0]), "%s/alpha.conf", t->dir);
-	snprintf(t->conf[1], sizeof(t->conf[1]), "%s/beta.conf", t->dir);
-	snprintf(t->capture, sizeof(t->capture), "%s/capture", t->dir);
-	snprintf(t->relay_log, sizeof(t->relay_log), "%s/relay.log", t->dir);
-	f = fopen(t->key, "w");
-	if (!f)
-		return -1;
-	fputs("5a1e6c0b9d3f47e28a6b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f\n", f);
-	fclose(f);
-	chmod(t->key, 0600);
-	srandom((unsigned)getpid());
-	do
-		t->port = 20000 + (int)(random() % 30000);
-	while (!port_free(t->port) || !port_free(t->port + 1) || !port_free(t->port + 2));
+	}
+	snprintf(t->c->cluster, sizeof(t->c->cluster), "relay");
+	coll_set_node(t->c, 0, "alpha", 1, 0);
+	coll_set_node(t->c, 1, "beta", 16, 64);
+	snprintf(t->capture, sizeof(t->capture), "%s/capture", t->c->dir);
+	snprintf(t->relay_log, sizeof(t->relay_log), "%s/relay.log", t->c->dir);
 	*state = t;
 	return 0;
 }
@@ -205,12 +162,12 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct relay_test *t = *state;
-	char cmd[128], line[256];
+	char line[256];
 	int bad = 0, i;
 	FILE *f;
 
 	for (i = 0; i < 2; i++)
-		if (t->h[i].pid && harness_stop(&t->h[i]))
+		if (t->c->h[i].pid && coll_stop(t->c, i))
 			bad = 1;
 	if (t->relay > 0) {
 		kill(t->relay, SIGTERM);
@@ -221,8 +178,7 @@ static int teardown(void **state)
 		fprintf(stderr, "  %s", line);
 	if (f)
 		fclose(f);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", t->dir);
-	if (system(cmd))
+	if (coll_destroy(t->c))
 		bad = 1;
 	free(t);
 	return bad ? -1 : 0;
@@ -271,7 +227,7 @@ static int put_page(ramster *r, int pool, const struct ramster_oid *oid, uint32_
 static void round_trip(struct relay_test *t, uint64_t *remote)
 {
 	static unsigned char page[PAGE], want[PAGE];
-	ramster *r = harness_connect(&t->h[0]);
+	ramster *r = harness_connect(&t->c->h[0]);
 	struct ramster_oid oid;
 	int pool, i, rc;
 	uint64_t end;
@@ -325,7 +281,7 @@ static void attack(void **state, const char *mode)
 	else
 		assert_int_equal(stat_of(t, 1, "cluster_frame_auth_failures"), 0);
 	assert_int_equal(stat_of(t, 1, "drain_active"), 0);
-	assert_true(harness_alive(&t->h[0]) && harness_alive(&t->h[1]));
+	assert_true(harness_alive(&t->c->h[0]) && harness_alive(&t->c->h[1]));
 }
 
 static void test_record(void **state)
@@ -375,7 +331,7 @@ static void test_storm(void **state)
 	/* requests time out in 400 ms: a link's loss must cost some of them */
 	t->extra = "request_timeout_ms = 400\n";
 	start_all_k(t, "storm", "secure", STORM_FAULTS);
-	r = harness_connect(&t->h[0]);
+	r = harness_connect(&t->c->h[0]);
 	assert_non_null(r);
 	pool = ramster_pool_new(r, RAMSTER_PERSISTENT, NULL);
 	assert_true(pool >= 0);
@@ -425,7 +381,7 @@ static void test_storm(void **state)
 	assert_true(stat_of(t, 1, "cluster_frame_auth_failures") >= 1);
 	assert_int_equal(ramster_pool_destroy(r, pool), 0);
 	ramster_close(r);
-	assert_true(harness_alive(&t->h[0]) && harness_alive(&t->h[1]));
+	assert_true(harness_alive(&t->c->h[0]) && harness_alive(&t->c->h[1]));
 }
 
 /* The control: integrity-only links carry page text in the clear, and still refuse a flip. */

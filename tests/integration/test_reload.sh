@@ -8,119 +8,51 @@
 # them; removing a section is reported as needing a drain and a restart.
 # Needs RAMSTER_BIN. Prints cmocka-like lines for tests/run-tests.
 set -u
-BIN=${RAMSTER_BIN:-build/bin}
-BIN=$(cd "$BIN" && pwd)
-T=$(mktemp -d /tmp/ramster-reload.XXXXXX)
-pass=0
-fail=0
-pids=()
+. "$(dirname "$0")/lib.sh"
+lib_init test_reload
+# the nodes log at their own level: the cases change it by reload
+NODE_LOG_LEVEL=
 
-cleanup() {
-	local p
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	[ -n "${RAMSTER_KEEP:-}" ] || rm -rf "$T"
-}
-trap cleanup EXIT
+need jq
 
-if ! command -v jq >/dev/null; then
-	echo "[  SKIPPED ] test_reload: jq missing (tools/deps.sh installs it)"
-	echo "[  PASSED  ] 0 test(s)."
-	exit 0
-fi
-
-run() {
-	local name=$1
-	shift
-	echo "[ RUN      ] $name"
-	if "$@" >"$T/$name.log" 2>&1; then
-		echo "[       OK ] $name"
-		pass=$((pass + 1))
-	else
-		tail -30 "$T/$name.log"
-		echo "[  FAILED  ] $name"
-		fail=$((fail + 1))
-	fi
-}
-
-# start_node NODE: ramsterd NODE of $T/c.ini in the background (pid in pid_NODE)
-start_node() {
-	RAMSTER_NO_MEMLOCK=1 "$BIN/ramsterd" --config "$T/c.ini" --node "$1" >>"$T/$1.log" 2>&1 &
-	pids+=($!)
-	eval "pid_$1=$!"
-	for _ in $(seq 100); do
-		[ -S "$T/$1.sock" ] && return 0
-		sleep 0.05
-	done
-	cat "$T/$1.log"
-	return 1
-}
-
-stat() { "$BIN/ramsterctl" -s "$T/$1.sock" stats --json | jq -r ".$2"; }
-
-# wait_for CMD...: up to 10 s for CMD to succeed
-wait_for() {
-	for _ in $(seq 100); do
-		"$@" && return 0
-		sleep 0.1
-	done
-	return 1
-}
-
-"$BIN/ramsterctl" genkey >"$T/key"
-chmod 600 "$T/key"
-port=$((20000 + RANDOM % 20000))
+make_key "$T/key"
+port=$(free_ports 4) || exit 1
 # cluster FILE HIGH RATE DONATE_A LOCAL_A NODES...: write a cluster file ($REPLICAS: replicas)
 cluster() {
 	local f=$1 high=$2 rate=$3 donate_a=$4 local_a=$5 n id
 	shift 5
-	cat >"$f" <<EOF
-[export vol]
-size = 128M
-
-[cluster]
-name = reloadtest
-secret_file = $T/key
-heartbeat_ms = 50
-dead_after_ms = 2000
-high_watermark = $high
-low_watermark = 60
-replicas = ${REPLICAS:-1}
-rereplicate_rate = $rate
-EOF
-	for n in "$@"; do
-		case $n in a) id=1 ;; b) id=2 ;; c) id=3 ;; esac
-		cat >>"$f" <<EOF
-
-[node $n]
-id = $id
-address = 127.0.0.1:$((port + id))
-socket = $T/$n.sock
-local_mb = $([ $n = a ] && echo "$local_a" || echo 16)
-donate_mb = $([ $n = a ] && echo "$donate_a" || echo 32)
-nbd_socket = $T/nbd-$n.sock
-EOF
-		# zbud on a: two pages a frame whatever they compress to, so fio's
-		# pattern fills a's tier and pages go to its peers (dense would hold it all)
-		[ $n = a ] && echo "allocator = zbud" >>"$f"
-		[ $n = a ] && [ -n "${LEVEL_A:-}" ] && echo "log_level = $LEVEL_A" >>"$f"
-	done
-	return 0
+	{
+		printf '[export vol]\nsize = 128M\n\n'
+		cluster_section reloadtest "high_watermark = $high" "low_watermark = 60" \
+			"replicas = ${REPLICAS:-1}" "rereplicate_rate = $rate"
+		for n in "$@"; do
+			case $n in a) id=1 ;; b) id=2 ;; c) id=3 ;; esac
+			if [ $n = a ]; then
+				# zbud on a: two pages a frame whatever they compress to, so fio's
+				# pattern fills a's tier and pages go to its peers (dense would hold it all)
+				node_section a $id $((port + id)) "$local_a" "$donate_a" \
+					"nbd_socket = $T/nbd-a.sock" "allocator = zbud" \
+					${LEVEL_A:+"log_level = $LEVEL_A"}
+			else
+				node_section $n $id $((port + id)) 16 32 "nbd_socket = $T/nbd-$n.sock"
+			fi
+		done
+	} >"$f"
 }
 
 cluster "$T/c.ini" 90 2000 16 16 a b
-start_node a || exit 1
-start_node b || exit 1
+start_node "$T/c.ini" a || exit 1
+start_node "$T/c.ini" b || exit 1
 
 # ---- SIGHUP applies the run-time keys and names the rest -------------------------
 t_sighup() {
-	[ "$(stat a foreign_budget)" = $((16 << 20)) ] || return 1
+	[ "$(node_stat a foreign_budget)" = $((16 << 20)) ] || return 1
 	LEVEL_A=debug cluster "$T/c.ini" 70 500 48 32 a b
 	kill -HUP "$pid_a"
 	wait_for grep -q "reload of $T/c.ini: applied" "$T/a.log" || return 1
 	grep "reload" "$T/a.log"
-	[ "$(stat a foreign_budget)" = $((48 << 20)) ] || return 1 # donate_mb applied
-	[ "$(stat a reload_done)" = 1 ] && [ "$(stat a reload_restart_needed)" = 1 ] || return 1
+	[ "$(node_stat a foreign_budget)" = $((48 << 20)) ] || return 1 # donate_mb applied
+	[ "$(node_stat a reload_done)" = 1 ] && [ "$(node_stat a reload_restart_needed)" = 1 ] || return 1
 	"$BIN/ramsterctl" -s "$T/a.sock" status --json >"$T/st.json"
 	jq -e '.log_level == "debug" and .local_mb == "16"' "$T/st.json" || return 1
 	grep -q "applied: .*rereplicate_rate 2000 -> 500, high_watermark 90 -> 70.*donate_mb 16 -> 48.*log_level info -> debug" "$T/a.log" &&
@@ -140,8 +72,8 @@ t_ctl_reload() {
 	out=$("$BIN/ramsterctl" -s "$T/a.sock" reload) || return 1
 	echo "$out"
 	grep -q "^reload: applied: donate_mb 48 -> 64$" <<<"$out" &&
-		[ "$(stat a foreign_budget)" = $((64 << 20)) ] &&
-		[ "$(stat a node_requests_reload)" -ge 2 ]
+		[ "$(node_stat a foreign_budget)" = $((64 << 20)) ] &&
+		[ "$(node_stat a node_requests_reload)" -ge 2 ]
 }
 run ramsterctl_reload_applies_and_reports t_ctl_reload
 
@@ -155,7 +87,7 @@ t_bad_file() {
 	echo "$out"
 	cp "$T/good.ini" "$T/c.ini"
 	[ $rc -eq 1 ] && grep -q "ramsterctl: reload: $T/c.ini:[0-9]*: donate_mb" <<<"$out" &&
-		[ "$(stat a foreign_budget)" = $((64 << 20)) ] && [ "$(stat a reload_failed)" = 1 ]
+		[ "$(node_stat a foreign_budget)" = $((64 << 20)) ] && [ "$(node_stat a reload_failed)" = 1 ]
 }
 run bad_file_changes_nothing t_bad_file
 
@@ -174,7 +106,7 @@ t_unprivileged() {
 	chmod 660 "$T/a.sock"
 	echo "$out"
 	[ $rc -eq 1 ] && grep -q "reload is for root or the daemon's user" <<<"$out" &&
-		[ "$(stat a reload_refused)" = 1 ]
+		[ "$(node_stat a reload_refused)" = 1 ]
 }
 run unprivileged_client_refused t_unprivileged
 
@@ -183,7 +115,7 @@ peer_up() { "$BIN/ramsterctl" -s "$T/$1.sock" peers --json | jq -e ".[] | select
 t_add_node() {
 	local out
 	REPLICAS=2 cluster "$T/c.ini" 70 500 64 16 a b c
-	start_node c || return 1
+	start_node "$T/c.ini" c || return 1
 	kill -HUP "$pid_a"
 	out=$("$BIN/ramsterctl" -s "$T/b.sock" reload) || return 1
 	echo "$out"
@@ -192,8 +124,8 @@ t_add_node() {
 		{ "$BIN/ramsterctl" -s "$T/a.sock" peers; return 1; }
 	"$BIN/ramsterctl" -s "$T/a.sock" peers
 	# a and b kept running: the same processes, their link to each other never lost
-	kill -0 "$pid_a" && kill -0 "$pid_b" && [ "$(stat a cluster_peers)" = 2 ] &&
-		[ "$(stat a reload_nodes_added)" = 1 ] && [ "$(stat a replica_target)" = 2 ] &&
+	kill -0 "$pid_a" && kill -0 "$pid_b" && [ "$(node_stat a cluster_peers)" = 2 ] &&
+		[ "$(node_stat a reload_nodes_added)" = 1 ] && [ "$(node_stat a replica_target)" = 2 ] &&
 		"$BIN/ramsterctl" -s "$T/a.sock" peers --json | jq -e '.[] | select(.name == "b") | .ups == 1'
 }
 run added_node_joins_without_restarts t_add_node
@@ -236,17 +168,11 @@ t_remove_node() {
 	grep -q "applied: .*\[node c\] removed" <<<"$out" || return 1
 	"$BIN/ramsterctl" -s "$T/a.sock" peers
 	[ "$("$BIN/ramsterctl" -s "$T/a.sock" peers --json | jq length)" = 1 ] &&
-		[ "$(stat a cluster_peers)" = 1 ] && [ "$(stat a reload_nodes_removed)" = 1 ] || return 1
+		[ "$(node_stat a cluster_peers)" = 1 ] && [ "$(node_stat a reload_nodes_removed)" = 1 ] || return 1
 	kill "$pid_c" # c goes; a's data never depended on it any more
 	sleep 0.5
 	vol_io --verify_only=1 && echo "a's export verified after c left"
 }
 run removed_node_refused_until_drained_then_removed t_remove_node
 
-echo "$pass passed, $fail failed"
-echo "[  PASSED  ] $pass test(s)."
-if [ $fail -ne 0 ]; then
-	echo "[  FAILED  ] $fail test(s), listed above"
-	exit 1
-fi
-exit 0
+finish

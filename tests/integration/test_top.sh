@@ -7,87 +7,23 @@
 # and as one bar redrawn in place on a terminal; ramster-bench's progress on
 # stderr, its JSON on stdout untouched. Needs RAMSTER_BIN.
 set -u
-BIN=${RAMSTER_BIN:-build/bin}
-BIN=$(cd "$BIN" && pwd)
-T=$(mktemp -d /tmp/ramster-top.XXXXXX)
-pass=0
-fail=0
-pids=()
+. "$(dirname "$0")/lib.sh"
+lib_init test_top
 TMUX_S="ramster-top-$$"
+at_exit 'tmux kill-session -t "$TMUX_S" 2>/dev/null'
 
-cleanup() {
-	local p
-	tmux kill-session -t "$TMUX_S" 2>/dev/null
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	[ -n "${RAMSTER_KEEP:-}" ] || rm -rf "$T"
-}
-trap cleanup EXIT
+need fio python3
 
-for tool in fio python3; do
-	if ! command -v $tool >/dev/null; then
-		echo "[  SKIPPED ] test_top: $tool missing (tools/deps.sh installs it)"
-		echo "[  PASSED  ] 0 test(s)."
-		exit 0
-	fi
-done
-
-run() {
-	local name=$1
-	shift
-	echo "[ RUN      ] $name"
-	if "$@" >"$T/$name.log" 2>&1; then
-		echo "[       OK ] $name"
-		pass=$((pass + 1))
-	else
-		tail -30 "$T/$name.log"
-		echo "[  FAILED  ] $name"
-		fail=$((fail + 1))
-	fi
-}
-
-start_node() {
-	RAMSTER_NO_MEMLOCK=1 "$BIN/ramsterd" --config "$T/c.ini" --node "$1" --log-level notice \
-		>>"$T/$1.log" 2>&1 &
-	pids+=($!)
-	for _ in $(seq 100); do
-		[ -S "$T/$1.sock" ] && return 0
-		sleep 0.05
-	done
-	cat "$T/$1.log"
-	return 1
-}
-
-"$BIN/ramsterctl" genkey >"$T/key"
-chmod 600 "$T/key"
-port=$((20000 + RANDOM % 20000))
+make_key "$T/key"
+port=$(free_ports 4) || exit 1
 {
-	cat <<EOF
-[cluster]
-name = toptest
-secret_file = $T/key
-heartbeat_ms = 50
-dead_after_ms = 2000
-
-[export vol]
-size = 256M
-EOF
-	i=0
-	for n in a b c; do
-		i=$((i + 1))
-		cat <<EOF
-
-[node $n]
-id = $i
-address = 127.0.0.1:$((port + i))
-socket = $T/$n.sock
-local_mb = $([ $n = a ] && echo 8 || echo 32)
-donate_mb = 128
-nbd_socket = $T/nbd-$n.sock
-EOF
-	done
+	cluster_section toptest
+	printf '\n[export vol]\nsize = 256M\n'
+	node_section a 1 $((port + 1)) 8 128 "nbd_socket = $T/nbd-a.sock"
+	node_section b 2 $((port + 2)) 32 128 "nbd_socket = $T/nbd-b.sock"
+	node_section c 3 $((port + 3)) 32 128 "nbd_socket = $T/nbd-c.sock"
 } >"$T/c.ini"
-for n in a b c; do start_node $n || exit 1; done
+for n in a b c; do start_node "$T/c.ini" $n || exit 1; done
 
 fill() { # fill MB: sequential writes into a's export (its pages go to b and c)
 	fio --name=fill --ioengine=nbd --uri="nbd+unix:///vol?socket=$T/nbd-a.sock" --rw=write \
@@ -184,10 +120,4 @@ t_bench_progress() {
 }
 run bench_progress_on_stderr t_bench_progress
 
-echo "$pass passed, $fail failed"
-echo "[  PASSED  ] $pass test(s)."
-if [ $fail -ne 0 ]; then
-	echo "[  FAILED  ] $fail test(s), listed above"
-	exit 1
-fi
-exit 0
+finish

@@ -37,6 +37,7 @@
 
 #include "proto/client.pb-c.h"
 #include "ramster.h"
+#include "tests/integration/collective.h"
 #include "tests/integration/harness.h"
 
 #define PAGE RAMSTER_PAGE_SIZE
@@ -439,8 +440,9 @@ static int pair_port;
 static struct fix *start_pair(void)
 {
 	char conf[1024];
-	int port = 20000 + (int)(getpid() % 20000);
+	int port = coll_free_ports(2);
 
+	assert_true(port > 0);
 	/* node two never runs: requests to it wait, puts wait for room */
 	snprintf(conf, sizeof(conf),
 		 "[cluster]\nname = t14\nsecret_file = @DIR@/key\n"
@@ -911,7 +913,7 @@ static void test_clients_remote_split(void **state)
 	struct child a;
 	struct ramster_client_info *c;
 	char conf[1024];
-	int port = 21000 + (int)(getpid() % 20000), twelve_hundred = 1200, stored, tries;
+	int port = coll_free_ports(2), twelve_hundred = 1200, stored, tries;
 	const char *args[8] = {"--config", NULL, "--node", "two", NULL};
 	uint64_t local = 0, remote = 0, pages = 0, lent = 0;
 	size_t n, i;
@@ -919,6 +921,7 @@ static void test_clients_remote_split(void **state)
 
 	if (!have_users)
 		skip();
+	assert_true(port > 0);
 	snprintf(conf, sizeof(conf),
 		 "[cluster]\nname = t14r\nsecret_file = @DIR@/key\n"
 		 "heartbeat_ms = 100\ndead_after_ms = 3000\n"
@@ -930,19 +933,8 @@ static void test_clients_remote_split(void **state)
 	assert_int_equal(harness_start(&two, args), 0);
 	r2 = harness_connect(&two);
 	assert_non_null(r2);
-	for (tries = 0; tries < 500; tries++) { /* the link up: one's peer two */
-		struct ramster_peer_info *p = NULL;
-		size_t k, up = 0;
-
-		if (ramster_peers(f->root, &p, &n) == 0) {
-			for (k = 0; k < n; k++)
-				up += !strcmp(p[k].state, "up");
-			free(p);
-		}
-		if (up)
-			break;
-		usleep(20 * 1000);
-	}
+	/* the link up: one's peer two (the figures below judge what came of it) */
+	(void)coll_wait_peers(&f->h, 1, 10000);
 	child_start(&a, f, &who[WHO_A], put_pages_16, &twelve_hundred);
 	stored = child_result(&a) * 16;
 	if (stored < 1000)

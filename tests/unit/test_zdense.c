@@ -1,11 +1,11 @@
 /*
- * test_zdense.c - unit tests of the dense allocator: its size classes, data
- * round trips at every size, density, kinds kept apart, LRU order, zombies
- * (released pages kept readable, blocks freed or put back), the budget, frame
- * reuse, bad handles, figures and a threaded stress run.
+ * test_zdense.c - unit tests of the dense allocator: its size classes,
+ * density, kinds kept apart, LRU order, zombies (released pages kept
+ * readable, blocks freed or put back), raw pages, frame reuse, bad handles;
+ * then the cases every allocator passes (zalloc_suite.c: arguments, data
+ * round trips at every size, the budget, a threaded stress run, ...).
  */
 #include <errno.h>
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,73 +15,31 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/zalloc_suite.h"
 #include "tmem/zdense.h"
 
-/* Deterministic bytes for a (seed, len) pair, so any page can be checked. */
-static void fill(unsigned char *buf, unsigned len, uint32_t seed)
-{
-	uint32_t x = seed * 2654435761u + 1;
-	unsigned i;
-
-	for (i = 0; i < len; i++) {
-		x = x * 1103515245u + 12345u;
-		buf[i] = (unsigned char)(x >> 16);
-	}
-}
-
+/* The shared page helpers (zalloc_suite.c). */
 static uint64_t put(struct zdense *zd, bool pers, unsigned len, uint32_t seed)
 {
-	unsigned char buf[ZDENSE_HUGE_LEN];
-	struct zbud_ref ref = {seed, seed + 1};
-	uint64_t h = UINT64_MAX;
-
-	fill(buf, len, seed);
-	assert_int_equal(zdense_store(zd, pers, buf, len, ref, &h), 0);
-	return h;
+	return zalloc_suite_put(zd, pers, len, seed);
 }
 
 static void check(struct zdense *zd, uint64_t h, unsigned len, uint32_t seed)
 {
-	unsigned char buf[ZDENSE_HUGE_LEN];
-	const void *p;
-	unsigned got = 0;
-
-	fill(buf, len, seed);
-	p = zdense_data(zd, h, &got);
-	assert_non_null(p);
-	assert_int_equal(got, len);
-	assert_memory_equal(p, buf, len);
+	zalloc_suite_check(zd, h, len, seed);
 }
 
 static struct zalloc_stats stats(struct zdense *zd)
 {
-	struct zalloc_stats s;
-
-	memset(&s, 0xa5, sizeof(s));
-	zdense_get_stats(zd, &s);
-	return s;
+	return zalloc_suite_stats(zd);
 }
 
 /* ---- arguments and classes ---------------------------------------------- */
 
-static void test_bad_args(void **state)
+/* More units than a handle can name (the rest of the arguments: zalloc_suite.c). */
+static void test_create_too_large(void **state)
 {
-	unsigned char buf[ZDENSE_MAX_LEN + 1] = {0};
-	struct zdense *zd;
-	uint64_t h;
-
-	errno = 0;
-	assert_null(zdense_create(0));
-	assert_int_equal(errno, EINVAL);
 	assert_null(zdense_create(ZDENSE_UNITS_LIMIT + 1));
-	zdense_destroy(NULL);
-	zd = zdense_create(4);
-	assert_non_null(zd);
-	assert_int_equal(zdense_store(zd, false, buf, 0, (struct zbud_ref){1, 2}, &h), -EINVAL);
-	assert_int_equal(
-	    zdense_store(zd, false, buf, ZDENSE_MAX_LEN + 1, (struct zbud_ref){1, 2}, &h), -EINVAL);
-	assert_int_equal(stats(zd).objects, 0);
-	zdense_destroy(zd);
 }
 
 /*
@@ -117,34 +75,7 @@ static void test_classes(void **state)
 	assert_true(worst_pct <= 15);
 }
 
-/* ---- data --------------------------------------------------------------- */
-
-static void test_round_trip_every_size(void **state)
-{
-	struct zdense *zd = zdense_create(4096);
-	static uint64_t h[ZDENSE_MAX_LEN + 1];
-	unsigned len;
-	struct zalloc_stats s;
-	uint64_t bytes = 0;
-
-	for (len = 1; len <= ZDENSE_MAX_LEN; len += 7) {
-		h[len] = put(zd, len & 1, len, len);
-		bytes += len;
-	}
-	for (len = 1; len <= ZDENSE_MAX_LEN; len += 7)
-		check(zd, h[len], len, len);
-	s = stats(zd);
-	assert_int_equal(s.bytes, bytes);
-	assert_int_equal(s.objects, (ZDENSE_MAX_LEN - 1) / 7 + 1);
-	for (len = 1; len <= ZDENSE_MAX_LEN; len += 7)
-		zdense_release(zd, h[len]);
-	s = stats(zd);
-	assert_int_equal(s.objects, 0);
-	assert_int_equal(s.bytes, 0);
-	assert_int_equal(s.frames, 0);
-	assert_int_equal(s.bad_handles, 0);
-	zdense_destroy(zd);
-}
+/* ---- density ---------------------------------------------------------- */
 
 /* 1000 pages of 845 bytes (real memory's LZO mean) take ~ their bytes in frames. */
 static void test_density(void **state)
@@ -271,7 +202,7 @@ static void test_huge(void **state)
 	assert_int_equal(zdense_class_of(ZDENSE_HUGE_LEN - 1, &c), -EINVAL);
 	for (i = 0; i < 4; i++)
 		h[i] = put(zd, true, ZDENSE_HUGE_LEN, 40 + i);
-	fill(buf, ZDENSE_HUGE_LEN, 99);
+	zalloc_suite_fill(buf, ZDENSE_HUGE_LEN, 99);
 	assert_int_equal(zdense_store(zd, true, buf, ZDENSE_HUGE_LEN, (struct zbud_ref){1, 2}, &x),
 			 -ENOSPC);
 	s = stats(zd);
@@ -317,55 +248,19 @@ static void test_huge(void **state)
 	zdense_destroy(zd);
 }
 
+/* Handles zdense could never have made (UINT64_MAX, twice-released: zalloc_suite.c). */
 static void test_bad_handles(void **state)
 {
 	struct zdense *zd = zdense_create(8);
 	uint64_t h = put(zd, false, 100, 1);
-	unsigned len = 7;
 
 	zdense_release(zd, h + 1);	     /* a slot never handed out */
 	zdense_release(zd, (200u << 7) | 3); /* a block past the top */
-	zdense_release(zd, UINT64_MAX);
-	assert_int_equal(stats(zd).bad_handles, 3);
-	assert_null(zdense_data(zd, UINT64_MAX, &len));
-	assert_int_equal(len, 0);
-	zdense_release(zd, h);
-	zdense_release(zd, h);
-	assert_int_equal(stats(zd).bad_handles, 4);
-	assert_null(zdense_data(zd, h, &len));
+	assert_int_equal(stats(zd).bad_handles, 2);
 	zdense_destroy(zd);
 }
 
-/* ---- the budget and frame reuse ------------------------------------------- */
-
-static void test_budget(void **state)
-{
-	struct zdense *zd = zdense_create(16);
-	unsigned char buf[ZDENSE_MAX_LEN];
-	static uint64_t h[4096];
-	struct zalloc_stats s;
-	unsigned n = 0, i;
-
-	memset(buf, 1, sizeof(buf));
-	while (zdense_store(zd, true, buf, 2000, (struct zbud_ref){1, n}, &h[n]) == 0)
-		n++;
-	s = stats(zd);
-	assert_true(s.frames <= 16);
-	assert_true(n >= 30); /* two a frame, less a partial block */
-	/* a smaller class still fits where frames remain, then nothing does */
-	for (i = 0;
-	     i < 4096 && zdense_store(zd, false, buf, 100, (struct zbud_ref){2, i}, &h[n + 0]) == 0;
-	     i++)
-		;
-	assert_true(stats(zd).frames <= 16);
-	assert_int_equal(zdense_store(zd, true, buf, 2000, (struct zbud_ref){1, 0}, &h[n]),
-			 -ENOSPC);
-	/* releasing a whole block's pages makes room again */
-	for (i = 0; i < n; i++)
-		zdense_release(zd, h[i]);
-	assert_int_equal(zdense_store(zd, true, buf, 2000, (struct zbud_ref){1, 0}, &h[0]), 0);
-	zdense_destroy(zd);
-}
+/* ---- frame reuse ------------------------------------------- */
 
 /* Frames are faulted once: emptying and refilling takes no new memory. */
 static void test_frames_reused(void **state)
@@ -393,91 +288,23 @@ static void test_frames_reused(void **state)
 	zdense_destroy(zd);
 }
 
-/* ---- threads ----------------------------------------------------------------- */
-
-struct worker {
-	struct zdense *zd;
-	unsigned id;
-	unsigned errors;
-};
-
-static void *worker_main(void *arg)
-{
-	struct worker *w = arg;
-	uint64_t h[64];
-	uint32_t seed[64];
-	unsigned len[64], i, k;
-	uint32_t x = w->id * 7919 + 1;
-
-	memset(len, 0, sizeof(len));
-	for (i = 0; i < 20000; i++) {
-		x = x * 1103515245u + 12345u;
-		k = (x >> 8) % 64;
-		if (len[k]) {
-			unsigned char buf[ZDENSE_MAX_LEN];
-			unsigned got;
-			const void *p = zdense_data(w->zd, h[k], &got);
-
-			fill(buf, len[k], seed[k]);
-			if (!p || got != len[k] || memcmp(p, buf, got))
-				w->errors++;
-			zdense_release(w->zd, h[k]);
-			len[k] = 0;
-		} else {
-			unsigned char buf[ZDENSE_MAX_LEN];
-
-			len[k] = 1 + (x >> 4) % ZDENSE_MAX_LEN;
-			seed[k] = x;
-			fill(buf, len[k], seed[k]);
-			if (zdense_store(w->zd, w->id & 1, buf, len[k], (struct zbud_ref){w->id, k},
-					 &h[k]))
-				len[k] = 0; /* full: fine */
-		}
-	}
-	for (k = 0; k < 64; k++)
-		if (len[k])
-			zdense_release(w->zd, h[k]);
-	return NULL;
-}
-
-static void test_threads(void **state)
-{
-	struct zdense *zd = zdense_create(512);
-	struct worker w[4];
-	pthread_t th[4];
-	struct zalloc_stats s;
-	unsigned i;
-
-	for (i = 0; i < 4; i++) {
-		w[i] = (struct worker){zd, i, 0};
-		assert_int_equal(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
-	}
-	for (i = 0; i < 4; i++) {
-		pthread_join(th[i], NULL);
-		assert_int_equal(w[i].errors, 0);
-	}
-	s = stats(zd);
-	assert_int_equal(s.objects, 0);
-	assert_int_equal(s.frames, 0);
-	assert_int_equal(s.bad_handles, 0);
-	zdense_destroy(zd);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_bad_args),
+	    cmocka_unit_test(test_create_too_large),
 	    cmocka_unit_test(test_classes),
-	    cmocka_unit_test(test_round_trip_every_size),
 	    cmocka_unit_test(test_density),
 	    cmocka_unit_test(test_kinds_apart_and_lru),
 	    cmocka_unit_test(test_zombie_keeps_bytes),
 	    cmocka_unit_test(test_huge),
 	    cmocka_unit_test(test_bad_handles),
-	    cmocka_unit_test(test_budget),
 	    cmocka_unit_test(test_frames_reused),
-	    cmocka_unit_test(test_threads),
 	};
 
-	return cmocka_run_group_tests_name("zdense", tests, NULL, NULL);
+	const struct zalloc_ops *ops = zalloc_ops(ZALLOC_DENSE);
+	int failed;
+
+	zalloc_suite_use(ops);
+	failed = cmocka_run_group_tests_name("zdense", tests, NULL, NULL);
+	return failed + zalloc_suite_run(ops);
 }
