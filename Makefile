@@ -70,7 +70,9 @@ TRANS_SRC  := $(wildcard transport/*.c)
 # node/: the daemon's own files, and one folder a layer (client/, nbd/,
 # remote/, cluster/, stats/: docs/design.md, "Layers"); tools/check-layout.sh
 # checks the folders' rules before libnode.a is made
-NODE_SRC   := $(filter-out node/main.c,$(wildcard node/*.c node/*/*.c))
+# node/remote/holder_lie.c (a lying holder, for the hostile tests) is linked
+# into the test daemon $(BUILD)/tests/ramsterd-lie only, never into ramsterd
+NODE_SRC   := $(filter-out node/main.c node/remote/holder_lie.c,$(wildcard node/*.c node/*/*.c))
 LIB_SRC    := $(wildcard lib/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst $(BUILD)/%,%,$(1)))
@@ -177,6 +179,10 @@ DRILL_OBJ := $(call obj,$(wildcard tools/drill/*.c))
 $(BUILD)/bin/ramster-drill: $(DRILL_OBJ) $(JOUT_OBJ) $(PROGRESS_OBJ) $(FIGURES_OBJ) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(WIRE_LIBS) $(JSON_LIBS)
+# the test daemon: ramsterd with the lying holder (test_holder)
+$(BUILD)/tests/ramsterd-lie: $(call obj,node/main.c) $(call obj,node/remote/holder_lie.c) $(BUILD)/lib/libnode.a $(BUILD)/lib/libtier.a $(BUILD)/lib/libwire.a
+	@mkdir -p $(dir $@)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(NODE_LIBS) $(TIER_LIBS) $(WIRE_LIBS)
 
 # ---- tests -------------------------------------------------------------------
 $(BUILD)/tests/unit/%: $(call obj,tests/unit/%.c) $(BUILD)/lib/libnode.a $(BUILD)/lib/libtier.a $(BUILD)/lib/libwire.a
@@ -196,7 +202,7 @@ $(BUILD)/tests/integration/%: $(call obj,tests/integration/%.c) $(call obj,tests
 unit: $(UNIT_BIN)
 	@tests/run-tests $(UNIT_BIN)
 
-integration: all $(INTEG_BIN)
+integration: all $(INTEG_BIN) $(BUILD)/tests/ramsterd-lie
 	@RAMSTER_BIN=$(BUILD)/bin tests/run-tests $(INTEG_BIN) $(wildcard tests/integration/test_*.sh)
 
 # make check also runs the VM tests (tests/vm/, docs/vm.md) when qemu can run

@@ -399,6 +399,13 @@ struct remote *remote_create(struct ev_loop *loop, struct zcache *z, const struc
 	r->replicas = cfg->replicas ? cfg->replicas : 1;
 	r->rdma_read = cfg->env.rdma_read;
 	r->holder_lie = cfg->env.holder_lie;
+	if (r->holder_lie && (!holder_lie_get || !holder_lie_put || !holder_lie_free)) {
+		snprintf(err, errlen,
+			 "RAMSTER_TEST_HOLDER_LIE is set, but this ramsterd has no lying holder "
+			 "(it is test-only: build/tests/ramsterd-lie has it)");
+		free(r);
+		return NULL;
+	}
 	r->seal = seal_create(self->id, cfg->link_integrity_only);
 	if (!r->seal) {
 		snprintf(err, errlen, "cannot make the page sealing key (libsodium)");
@@ -468,7 +475,8 @@ void remote_destroy(struct remote *r)
 	zcache_set_remote(r->z, NULL, NULL);
 	foreign_destroy(r->fs);
 	seal_destroy(r->seal);
-	holder_lie_free(r);
+	if (holder_lie_free)
+		holder_lie_free(r);
 	free(r);
 }
 

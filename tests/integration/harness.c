@@ -133,7 +133,11 @@ static void exec_daemon(const struct harness *h, const char *const *args)
 		dup2(fd, STDIN_FILENO);
 	signal(SIGPIPE, SIG_DFL);
 
-	snprintf(bin, sizeof(bin), "%s/ramsterd", bin_dir && *bin_dir ? bin_dir : "build/bin");
+	if (getenv("RAMSTER_DAEMON") && *getenv("RAMSTER_DAEMON")) /* another build of it */
+		snprintf(bin, sizeof(bin), "%s", getenv("RAMSTER_DAEMON"));
+	else
+		snprintf(bin, sizeof(bin), "%s/ramsterd",
+			 bin_dir && *bin_dir ? bin_dir : "build/bin");
 	argv[n++] = bin;
 	argv[n++] = "--socket";
 	argv[n++] = h->sock;

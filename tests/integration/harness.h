@@ -32,7 +32,8 @@ struct harness {
 };
 
 /*
- * Start $RAMSTER_BIN/ramsterd (RAMSTER_BIN defaults to build/bin) with
+ * Start $RAMSTER_BIN/ramsterd (RAMSTER_BIN defaults to build/bin; $RAMSTER_DAEMON,
+ * when set, names another daemon binary, e.g. the test-only ramsterd-lie) with
  * --socket DIR/sock, then args (a NULL-terminated list of extra flags, NULL
  * for none; "--log-level warn" is added unless args name a level), and wait
  * until the socket accepts a connection.
