@@ -93,6 +93,7 @@ struct foreign {
 	uint64_t flushes;      /* pages removed by flush, flush_object, flush_pool */
 	uint64_t refused_full; /* puts refused with -ENOSPC */
 	uint64_t dropped;      /* pages removed by drop_owner */
+	uint64_t flushes_newer; /* flushes that kept a copy sealed after their horizon */
 	struct arena_hooks hooks;
 	void *hooks_arg;
 };
@@ -510,6 +511,24 @@ int foreign_get(struct foreign *f, const struct foreign_key *k, const void **dat
 
 int foreign_flush(struct foreign *f, const struct foreign_key *k)
 {
+	return foreign_flush_upto(f, k, 0);
+}
+
+/* The seal version a stored copy starts with (0 for one too short to be sealed). */
+static uint64_t page_version(const struct foreign_page *p)
+{
+	uint64_t v = 0;
+	unsigned i;
+
+	if (p->len < 8)
+		return 0;
+	for (i = 0; i < 8; i++)
+		v |= (uint64_t)p->data[i] << (8 * i);
+	return v;
+}
+
+int foreign_flush_upto(struct foreign *f, const struct foreign_key *k, uint64_t horizon)
+{
 	struct foreign_page *p;
 
 	if (!owner_valid(k->owner))
@@ -517,6 +536,10 @@ int foreign_flush(struct foreign *f, const struct foreign_key *k)
 	p = page_find(f, k, hash_page(hash_obj(k), k->index));
 	if (!p)
 		return -ENOENT;
+	if (horizon && page_version(p) > horizon) {
+		f->flushes_newer++;
+		return -ESTALE;
+	}
 	page_remove(f, p);
 	f->flushes++;
 	return 0;
@@ -651,6 +674,7 @@ void foreign_get_stats(const struct foreign *f, struct foreign_stats *s)
 	s->flushes = f->flushes;
 	s->refused_full = f->refused_full;
 	s->dropped = f->dropped;
+	s->flushes_newer = f->flushes_newer;
 	s->ram = foreign_ram(f);
 }
 

@@ -65,6 +65,15 @@ int foreign_get(struct foreign *f, const struct foreign_key *k, const void **dat
 /* @return 0 removed, -ENOENT. */
 int foreign_flush(struct foreign *f, const struct foreign_key *k);
 
+/*
+ * Remove key's page only if it was sealed at or before version horizon (its
+ * first 8 bytes, little-endian: seal.h); horizon 0 removes any. A flush that
+ * took the long way (retried, or owed while the holder was unreachable) must
+ * not remove a copy the owner put after issuing it. @return 0 removed,
+ * -ENOENT, -ESTALE kept (sealed after horizon; counted).
+ */
+int foreign_flush_upto(struct foreign *f, const struct foreign_key *k, uint64_t horizon);
+
 /* Remove every page of (owner, incarnation, pool, oid). @return pages removed. */
 uint64_t foreign_flush_object(struct foreign *f, const struct foreign_key *k);
 
@@ -94,6 +103,7 @@ struct foreign_stats {
 				  * hash tables, object and pool records */
 	uint64_t budget;
 	uint64_t puts, gets, hits, flushes, refused_full, dropped;
+	uint64_t flushes_newer; /* flushes that found a copy sealed after them: kept */
 };
 void foreign_get_stats(const struct foreign *f, struct foreign_stats *s);
 

@@ -121,6 +121,9 @@ static void flush_send(struct rflush *f)
 		return;
 	}
 	remote_page_init(&pg, &f->h, 0, 0);
+	/* a retried or owed flush must not remove a copy put after it was issued */
+	if (f->op == RAMSTER__PEER__OP__P_FLUSH)
+		pg.horizon = f->horizon;
 	m.op = f->op;
 	m.page = &pg;
 	f->attempts++;
@@ -144,6 +147,7 @@ void remote_flush_now(struct remote *r, uint32_t node, int op, const struct tmem
 	f->node = node;
 	f->op = op;
 	f->h = *h;
+	f->horizon = seal_horizon(r->seal);
 	flush_send(f);
 }
 
@@ -161,6 +165,7 @@ void remote_flush_queue(struct remote *r, uint32_t node, int op, const struct tm
 	f->node = node;
 	f->op = op;
 	f->h = *h;
+	f->horizon = seal_horizon(r->seal);
 	handoff_push(&r->flushes, &f->item);
 }
 
@@ -616,6 +621,8 @@ void remote_foreach_stat(struct remote *r,
 	fn(arg, "foreign_budget", fs.budget, "donate_mb in bytes");
 	fn(arg, "foreign_refused_full", fs.refused_full, "peer pages refused: donate_mb full");
 	fn(arg, "foreign_dropped", fs.dropped, "peer pages dropped with their owner's session");
+	fn(arg, "foreign_flushes_newer", fs.flushes_newer,
+	   "page flushes that found a copy put after they were issued: kept");
 	cluster_foreach_stat(r->cl, fn, arg);
 }
 

@@ -112,6 +112,7 @@ struct rflush {
 	uint32_t node;
 	int op;             /* P_FLUSH, P_FLUSH_OBJECT, P_FLUSH_POOL */
 	struct tmem_handle h;
+	uint64_t horizon;   /* P_FLUSH: copies sealed up to this version (seal_horizon at issue) */
 	unsigned attempts;
 };
 

@@ -96,6 +96,11 @@ static void seal_ad(const struct seal *s, const struct tmem_handle *h, uint64_t 
 	put_le(ad + n + 44, len, 4);
 }
 
+uint64_t seal_horizon(const struct seal *s)
+{
+	return s ? atomic_load_explicit(&((struct seal *)s)->version, memory_order_acquire) : 0;
+}
+
 size_t seal_page(struct seal *s, const struct tmem_handle *h, const void *data, size_t len,
 		 uint8_t *out, uint32_t *version)
 {

@@ -49,6 +49,12 @@ const char *seal_cipher(const struct seal *s);
  * len + SEAL_OVERHEAD). *version gets the 32 bits the owner keeps.
  * @return the blob's length.
  */
+/*
+ * The last version sealed so far: every page sealed from now on has a larger
+ * one (a flush issued now names it as its horizon, foreign.h). Any thread.
+ */
+uint64_t seal_horizon(const struct seal *s);
+
 size_t seal_page(struct seal *s, const struct tmem_handle *h, const void *data, size_t len,
 		 uint8_t *out, uint32_t *version);
 

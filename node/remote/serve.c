@@ -158,7 +158,8 @@ void serve_request(void *arg, uint32_t node, uint64_t session, const Ramster__Pe
 	}
 	case RAMSTER__PEER__OP__P_FLUSH:
 		r->served_flushes++;
-		cluster_reply(r->cl, node, m->seq, foreign_flush(r->fs, &k), NULL, NULL, 0);
+		rc = foreign_flush_upto(r->fs, &k, m->page->horizon);
+		cluster_reply(r->cl, node, m->seq, rc == -ESTALE ? 0 : rc, NULL, NULL, 0);
 		break;
 	case RAMSTER__PEER__OP__P_FLUSH_OBJECT:
 		r->served_flushes++;

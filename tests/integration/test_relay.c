@@ -364,14 +364,17 @@ static void test_storm(void **state)
 	fprintf(stderr,
 		"relay storm: %llu of %d pages remote; read back: %llu -EIO, %llu other errors, "
 		"%llu wrong; beta's frame_auth_failures %llu; alpha's links lost %llu, "
-		"cluster_timeouts %llu, remote_get_retries %llu, remote_get_lost %llu\n",
+		"cluster_timeouts %llu, remote_get_retries %llu, remote_get_lost %llu; "
+		"unanswered puts flushed %llu, of which beta kept a newer copy %llu\n",
 		(unsigned long long)remote, STORM_PAGES, (unsigned long long)eio,
 		(unsigned long long)other, (unsigned long long)wrong,
 		(unsigned long long)stat_of(t, 1, "cluster_frame_auth_failures"),
 		(unsigned long long)stat_of(t, 0, "cluster_links_lost"),
 		(unsigned long long)stat_of(t, 0, "cluster_timeouts"),
 		(unsigned long long)stat_of(t, 0, "remote_get_retries"),
-		(unsigned long long)stat_of(t, 0, "remote_get_lost"));
+		(unsigned long long)stat_of(t, 0, "remote_get_lost"),
+		(unsigned long long)stat_of(t, 0, "remote_unanswered_puts_flushed"),
+		(unsigned long long)stat_of(t, 1, "foreign_flushes_newer"));
 	assert_int_equal(eio, 0);
 	assert_int_equal(other, 0);
 	assert_int_equal(wrong, 0);

@@ -637,6 +637,12 @@ static int a_floods(void *arg, ramster *unused)
 	return 0;
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#define HELD_RSS_BOUND_KIB (48 * 1024)
+#else
+#define HELD_RSS_BOUND_KIB (24 * 1024)
+#endif
+
 static void test_held_request_bounded(void **state)
 {
 	struct fix *f;
@@ -674,8 +680,11 @@ static void test_held_request_bounded(void **state)
 		(unsigned long long)stat_of(f, "node_held_reads_paused"));
 	assert_true(stat_of(f, "node_held_reads_paused") >= 1);
 	/* bound: a frame held + a partial one + a reply (~4 MiB); 2 MiB of tier;
-	 * generous slack for the allocator under load */
-	assert_true(peak - before < 24 * 1024);
+	 * generous slack for the allocator under load. Under ASan the freed
+	 * frames sit in its quarantine (and their shadow is touched): +28 MiB
+	 * was seen there, so that build gets twice the room; the plain build
+	 * (make check) holds the real bound. */
+	assert_true(peak - before < HELD_RSS_BOUND_KIB);
 	stop(f);
 }
 

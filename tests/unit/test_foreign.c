@@ -134,6 +134,50 @@ static void test_round_trip(void **state)
 	foreign_destroy(f);
 }
 
+/* A put of version v: a sealed page starts with its seal version (seal.h). */
+static void put_version(struct foreign *f, const struct foreign_key *k, uint64_t v)
+{
+	unsigned char buf[64] = {0};
+	unsigned i;
+
+	for (i = 0; i < 8; i++)
+		buf[i] = (unsigned char)(v >> (8 * i));
+	assert_int_equal(foreign_put(f, k, true, buf, sizeof(buf), 0), 0);
+}
+
+/*
+ * A flush that took the long way (retried after a timeout, or owed while the
+ * holder was unreachable) arrives after the owner put the page again: the newer
+ * copy stays (the relay storm lost pages this way, 2026-12-05).
+ */
+static void test_flush_horizon(void **state)
+{
+	struct foreign *f = foreign_create(BIG_BUDGET);
+	struct foreign_key k = key(3, 7, 2, 99, 5);
+	struct foreign_stats s;
+
+	assert_non_null(f);
+	put_version(f, &k, 100);
+	/* issued when version 100 was the last sealed: removes it */
+	assert_int_equal(foreign_flush_upto(f, &k, 100), 0);
+	expect_none(f, &k);
+	/* issued at 150, arriving after the put of version 151: kept */
+	put_version(f, &k, 151);
+	assert_int_equal(foreign_flush_upto(f, &k, 150), -ESTALE);
+	foreign_get_stats(f, &s);
+	assert_int_equal(s.flushes_newer, 1);
+	assert_int_equal(s.pages, 1);
+	/* a later flush, and one with no horizon, remove it */
+	assert_int_equal(foreign_flush_upto(f, &k, 1ull << 40), 0);
+	put_version(f, &k, 1ull << 41);
+	assert_int_equal(foreign_flush_upto(f, &k, 0), 0);
+	assert_int_equal(foreign_flush_upto(f, &k, 5), -ENOENT);
+	/* a page too short to carry a version is removed by any flush */
+	assert_int_equal(foreign_put(f, &k, false, "abc", 3, 0), 0);
+	assert_int_equal(foreign_flush_upto(f, &k, 1), 0);
+	foreign_destroy(f);
+}
+
 static void test_replace(void **state)
 {
 	struct costs c = measure();
@@ -754,7 +798,8 @@ static void test_random(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_round_trip), cmocka_unit_test(test_replace),
+	    cmocka_unit_test(test_round_trip), cmocka_unit_test(test_flush_horizon),
+	    cmocka_unit_test(test_replace),
 	    cmocka_unit_test(test_budget),     cmocka_unit_test(test_flush_scope),
 	    cmocka_unit_test(test_drop_owner), cmocka_unit_test(test_stats),
 	    cmocka_unit_test(test_bad_args),   cmocka_unit_test(test_many),
