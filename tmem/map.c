@@ -212,3 +212,28 @@ size_t map_drain(struct tmem_map *m, void (*fn)(void *arg, uint32_t index, uint6
 	m->count = 0;
 	return freed;
 }
+
+static int map_walk_node(const struct map_node *n, unsigned level, uint32_t base,
+			 int (*fn)(void *arg, uint32_t index, uint64_t val), void *arg)
+{
+	unsigned i;
+	int rc = 0;
+
+	for (i = 0; i < MAP_SLOTS && !rc; i++) {
+		uint32_t index = base | ((uint32_t)i << (level * MAP_SHIFT));
+
+		if (level == 0) {
+			if (n->slot[i].val)
+				rc = fn(arg, index, n->slot[i].val);
+		} else if (n->slot[i].child) {
+			rc = map_walk_node(n->slot[i].child, level - 1, index, fn, arg);
+		}
+	}
+	return rc;
+}
+
+int map_walk(const struct tmem_map *m, int (*fn)(void *arg, uint32_t index, uint64_t val),
+	     void *arg)
+{
+	return m->root ? map_walk_node(m->root, m->height - 1u, 0, fn, arg) : 0;
+}

@@ -45,4 +45,11 @@ uint64_t map_delete(struct tmem_map *m, uint32_t index, int *nodes_delta);
 size_t map_drain(struct tmem_map *m, void (*fn)(void *arg, uint32_t index, uint64_t val),
 		 void *arg);
 
+/*
+ * Call fn(arg, index, value) for every value in index order, the map left as
+ * it is; a non-zero return of fn stops the walk. @return that value, or 0.
+ */
+int map_walk(const struct tmem_map *m, int (*fn)(void *arg, uint32_t index, uint64_t val),
+	     void *arg);
+
 #endif /* RAMSTER_MAP_H */

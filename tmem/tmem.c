@@ -181,13 +181,16 @@ static void pool_put(struct tmem_pool *p)
 	free(p);
 }
 
-int tmem_pool_new(struct tmem *t, unsigned flags)
+/* A new pool of flags at id, or at the first free id from the hint when at is -1. */
+static int pool_new(struct tmem *t, unsigned flags, int64_t at)
 {
 	struct tmem_pool *p;
-	uint32_t id, i;
+	uint32_t id = 0, i;
 	unsigned b;
 
 	if (flags & ~(unsigned)(TMEM_PERSISTENT | TMEM_SHARED | TMEM_KEEP_ALL))
+		return -EINVAL;
+	if (at >= TMEM_MAX_POOLS)
 		return -EINVAL;
 	p = calloc(1, sizeof(*p));
 	if (!p)
@@ -199,23 +202,39 @@ int tmem_pool_new(struct tmem *t, unsigned flags)
 		pthread_mutex_init(&p->bucket[b].lock, NULL);
 
 	pthread_mutex_lock(&t->pool_lock);
-	for (i = 0; i < TMEM_MAX_POOLS; i++) {
-		id = (t->pool_hint + i) % TMEM_MAX_POOLS;
-		if (!t->pools[id])
-			break;
+	if (at >= 0) {
+		id = (uint32_t)at;
+		i = t->pools[id] ? TMEM_MAX_POOLS : 0;
+	} else {
+		for (i = 0; i < TMEM_MAX_POOLS; i++) {
+			id = (t->pool_hint + i) % TMEM_MAX_POOLS;
+			if (!t->pools[id])
+				break;
+		}
 	}
 	if (i == TMEM_MAX_POOLS) {
 		pthread_mutex_unlock(&t->pool_lock);
 		pool_put(p);
-		return -ENOSPC;
+		return at >= 0 ? -EEXIST : -ENOSPC;
 	}
 	p->id = id;
 	t->pools[id] = p;
-	t->pool_hint = id + 1;
+	if (at < 0 || id + 1 > t->pool_hint)
+		t->pool_hint = id + 1;
 	pthread_mutex_unlock(&t->pool_lock);
 	CNT_INC(t->pools_created);
 	CNT_INC(t->pools_now);
 	return (int)id;
+}
+
+int tmem_pool_new(struct tmem *t, unsigned flags)
+{
+	return pool_new(t, flags, -1);
+}
+
+int tmem_pool_new_at(struct tmem *t, uint32_t id, unsigned flags)
+{
+	return pool_new(t, flags, id);
 }
 
 /* ---- objects --------------------------------------------------------------- */
@@ -501,8 +520,11 @@ int tmem_pool_destroy(struct tmem *t, uint32_t id)
 	return 0;
 }
 
-int tmem_put(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_t index,
-	     const void *page)
+/* A put whose descriptor comes from make(ctx, flags, page, ref, &pampd): the data side's create, or tmem_put_desc's maker. */
+static int put_common(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_t index,
+		      int (*make)(void *ctx, unsigned flags, const void *page, struct tmem_ref ref,
+				  uint64_t *pampd),
+		      void *ctx, const void *page)
 {
 	struct tmem_pool *p = pool_get(t, id);
 	bool pers;
@@ -533,7 +555,7 @@ int tmem_put(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_t i
 	 * the old descriptor only afterwards. */
 	o->pin++;
 	held_bucket = b;
-	ret = t->ops->create(t->ctx, p->flags, page, (struct tmem_ref){ o->objno, index }, &pampd);
+	ret = make(ctx, p->flags, page, (struct tmem_ref){ o->objno, index }, &pampd);
 	held_bucket = NULL;
 	o->pin--;
 	if (ret == 0) {
@@ -567,6 +589,20 @@ unlock:
 	pthread_mutex_unlock(&b->lock);
 	pool_put(p);
 	return ret;
+}
+
+int tmem_put(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_t index,
+	     const void *page)
+{
+	return put_common(t, id, oid, index, t->ops->create, t->ctx, page);
+}
+
+int tmem_put_desc(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_t index,
+		  int (*make)(void *arg, unsigned flags, const void *page, struct tmem_ref ref,
+			      uint64_t *pampd),
+		  void *arg)
+{
+	return put_common(t, id, oid, index, make, arg, NULL);
 }
 
 int tmem_get(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_t index,
@@ -826,8 +862,67 @@ int tmem_pool_info(struct tmem *t, uint32_t id, struct tmem_pool_info *info)
 	info->objects = CNT_GET(p->objects);
 	info->pages = CNT_GET(p->pages);
 	info->remote = CNT_GET(p->remote);
+	info->owner = atomic_load(&p->owner);
+	info->weight = info->owner ? atomic_load(&t->owners[info->owner].weight) : 0;
 	pool_put(p);
 	return 0;
+}
+
+/* ---- the walk (snapshots: tmem/snapshot.c) ------------------------------------------ */
+
+struct walk_ctx {
+	struct tmem *t;
+	const struct tmem_pool *p;
+	const struct tmem_obj *o;
+	int (*page_fn)(void *arg, const struct tmem_handle *h, bool pers, uint64_t pampd);
+	void *arg;
+};
+
+static int walk_one(void *arg, uint32_t index, uint64_t pampd)
+{
+	struct walk_ctx *w = arg;
+	struct tmem_handle h = { w->p->id, w->o->oid, index };
+
+	return w->page_fn(w->arg, &h, w->p->flags & TMEM_PERSISTENT, pampd);
+}
+
+int tmem_walk(struct tmem *t, int (*pool_fn)(void *arg, const struct tmem_pool_info *info),
+	      int (*page_fn)(void *arg, const struct tmem_handle *h, bool pers, uint64_t pampd),
+	      void *arg)
+{
+	struct walk_ctx w = { .t = t, .page_fn = page_fn, .arg = arg };
+	struct tmem_pool_info info;
+	uint32_t id, k;
+	unsigned b;
+	int rc = 0;
+
+	for (id = 0; id < TMEM_MAX_POOLS && !rc; id++) {
+		struct tmem_pool *p;
+
+		if (tmem_pool_info(t, id, &info))
+			continue;
+		rc = pool_fn ? pool_fn(arg, &info) : 0;
+		p = pool_get(t, id);
+		if (!p)
+			continue;
+		w.p = p;
+		for (b = 0; b < TMEM_BUCKETS && !rc; b++) {
+			struct tmem_bucket *bk = &p->bucket[b];
+
+			pthread_mutex_lock(&bk->lock);
+			for (k = 0; bk->tab && k <= bk->mask && !rc; k++) {
+				const struct tmem_obj *o;
+
+				for (o = bk->tab[k]; o && !rc; o = o->next) {
+					w.o = o;
+					rc = map_walk(&o->map, walk_one, &w);
+				}
+			}
+			pthread_mutex_unlock(&bk->lock);
+		}
+		pool_put(p);
+	}
+	return rc;
 }
 
 int tmem_pool_set_owner(struct tmem *t, uint32_t id, unsigned owner, unsigned weight)

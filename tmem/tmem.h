@@ -164,10 +164,38 @@ struct tmem_pool_info {
 	uint64_t objects;
 	uint64_t pages;
 	uint64_t remote;  /* of those, pages whose copy is elsewhere (ops->is_remote) */
+	unsigned owner;   /* tmem_pool_set_owner (0: nobody) */
+	unsigned weight;  /* the owner's weight (0: no owner) */
 };
 
 /* @return 0 with *info filled, or -ENOENT. */
 int tmem_pool_info(struct tmem *t, uint32_t pool, struct tmem_pool_info *info);
+
+/*
+ * Snapshots (tmem/snapshot.c). A pool of flags at a given id: @return id,
+ * -EEXIST when taken, -EINVAL.
+ */
+int tmem_pool_new_at(struct tmem *t, uint32_t id, unsigned flags);
+
+/*
+ * A put whose descriptor the caller makes: make(arg, pool flags, NULL, ref,
+ * &pampd) is called with the bucket lock held, as the data side's create.
+ * @return as tmem_put.
+ */
+int tmem_put_desc(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_t index,
+		  int (*make)(void *arg, unsigned flags, const void *page, struct tmem_ref ref,
+			      uint64_t *pampd),
+		  void *arg);
+
+/*
+ * Every pool (pool_fn, in id order; may be NULL) and every page of it
+ * (page_fn, with that page's bucket lock held: it must not call tmem). A
+ * non-zero return stops the walk and is returned. Nothing may change the
+ * space meanwhile (a planned stop: every frontend and thread quiet).
+ */
+int tmem_walk(struct tmem *t, int (*pool_fn)(void *arg, const struct tmem_pool_info *info),
+	      int (*page_fn)(void *arg, const struct tmem_handle *h, bool pers, uint64_t pampd),
+	      void *arg);
 
 /* Counters of the handle space. */
 struct tmem_stats {

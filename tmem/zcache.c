@@ -355,6 +355,88 @@ static int zcache_create_pampd(void *ctx, unsigned flags, const void *page, stru
 	return 0;
 }
 
+/* ---- snapshots (tmem/snapshot.c) ------------------------------------------------- */
+
+int zcache_page_export(struct zcache *z, uint64_t pampd, struct zcache_page_image *pi)
+{
+	memset(pi, 0, sizeof(*pi));
+	switch (PAMPD_KIND(pampd)) {
+	case PAMPD_ZERO:
+		pi->kind = ZCACHE_IMG_ZERO;
+		return 0;
+	case PAMPD_ZBUD:
+		pi->kind = ZCACHE_IMG_LOCAL;
+		pi->bytes = z->za_ops->data(z->za, PAMPD_HANDLE(pampd), &pi->len);
+		return pi->bytes ? 0 : -EIO;
+	case PAMPD_REMOTE:
+		pi->kind = ZCACHE_IMG_REMOTE;
+		return zcache_remote_holders(z, pampd, &pi->set);
+	}
+	return -EINVAL;
+}
+
+int zcache_page_import(struct zcache *z, const struct tmem_handle *h, bool pers,
+		       const struct zcache_page_image *pi, struct tmem_ref ref, uint64_t *pampd)
+{
+	struct replica_set set;
+	uint64_t handle, id;
+	unsigned tries, k;
+	int ret;
+
+	switch (pi->kind) {
+	case ZCACHE_IMG_ZERO:
+		CNT_INC(z->zero_pages);
+		*pampd = PAMPD_MAKE_ZERO;
+		return 0;
+	case ZCACHE_IMG_LOCAL:
+		if (!pi->bytes || !pi->len ||
+		    (pi->len > z->za_ops->max_len &&
+		     (!z->za_ops->huge_len || pi->len != z->za_ops->huge_len)))
+			return -EINVAL;
+		if (zcache_meta_room(z))
+			return -ENOSPC;
+		for (tries = 0;; tries++) {
+			ret = z->za_ops->store(z->za, pers, pi->bytes, pi->len,
+					       (struct zbud_ref){ ref.objno, ref.index }, &handle);
+			if (ret != -ENOSPC || tries == EVICT_TRIES || zcache_evict_one(z))
+				break;
+		}
+		if (ret)
+			return ret;
+		zcache_account(z, pers, pi->len, +1);
+		*pampd = PAMPD_MAKE_ZBUD(handle);
+		return 0;
+	case ZCACHE_IMG_REMOTE:
+		set = pi->set;
+		if (set.n < 1 || set.n > REPLICA_MAX || !set.len || set.len > COMPRESS_PAGE_SIZE)
+			return -EINVAL;
+		for (k = 0; k < set.n; k++) {
+			if (set.node[k] < 1 || set.node[k] > 64)
+				return -EINVAL;
+			/* one-sided read addresses name a link of the old process */
+			set.raddr[k] = 0;
+			set.rkey[k] = 0;
+			set.lgen[k] = 0;
+		}
+		if (set.n == 1) {
+			*pampd = pampd_make_single(set.node[0], set.epoch[0], set.len, set.checksum);
+		} else {
+			ret = replica_add(z->replicas, h, pers, &set, &id);
+			if (ret)
+				return ret;
+			*pampd = PAMPD_REMOTE | id;
+		}
+		CNT_INC(z->remote_pages);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+enum compress_algo zcache_algo(const struct zcache *z)
+{
+	return z->algo;
+}
+
 static int zcache_get_data(void *ctx, bool pers, uint64_t pampd, void *page)
 {
 	struct zcache *z = ctx;

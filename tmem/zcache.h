@@ -208,4 +208,32 @@ void zcache_foreach_stat(struct zcache *z,
 			 void (*fn)(void *arg, const char *name, uint64_t value, const char *help),
 			 void *arg);
 
+/* ---- snapshots (tmem/snapshot.c) ---- */
+
+enum { ZCACHE_IMG_ZERO = 1, ZCACHE_IMG_LOCAL = 2, ZCACHE_IMG_REMOTE = 3 };
+
+/* A page as a snapshot carries it. */
+struct zcache_page_image {
+	unsigned kind;          /* ZCACHE_IMG_* */
+	unsigned len;           /* LOCAL: its bytes as stored (compressed; 4096 raw) */
+	const void *bytes;      /* LOCAL: valid while the tier is quiet */
+	struct replica_set set; /* REMOTE: its holders */
+};
+
+/* The page behind pampd. @return 0, -EIO (a bad handle), -EINVAL. The tier must be quiet. */
+int zcache_page_export(struct zcache *z, uint64_t pampd, struct zcache_page_image *pi);
+
+/*
+ * Store an exported page again for handle h (ref: tmem_put_desc's): local
+ * bytes into a frame (evicting ephemeral frames as a put does), a remote
+ * descriptor as it was (without one-sided read addresses). @return 0 with
+ * *pampd set, -ENOSPC, -EINVAL for a record that cannot be (checked: it comes
+ * from a file).
+ */
+int zcache_page_import(struct zcache *z, const struct tmem_handle *h, bool pers,
+		       const struct zcache_page_image *pi, struct tmem_ref ref, uint64_t *pampd);
+
+/* The compressor the tier's bytes are in. */
+enum compress_algo zcache_algo(const struct zcache *z);
+
 #endif /* RAMSTER_ZCACHE_H */
