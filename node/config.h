@@ -103,6 +103,7 @@ struct config_limits {
 	uint32_t peer_unauth_max;           /* peer links not yet authenticated (default 32) */
 	uint32_t peer_unauth_per_addr;      /* ... from one source address (default 4) */
 	uint32_t peer_handshake_timeout_ms; /* a peer handshake's limit (default 3000) */
+	uint32_t reattach_grace_ms;         /* pools kept for a reconnect (default 30000, 0: none) */
 
 };
 

@@ -349,6 +349,13 @@ const struct config_key config_keys[] = {
 	     "max(100 ms, `dead_after_ms`)).",
      .reload = CONFIG_RELOAD_RESTART},
 
+    {.name = "reattach_grace_ms", LIMIT(reattach_grace_ms), .type = CONFIG_U32, .min = 0,
+     .max = CONFIG_LIMIT_MS_MAX, .def = "30000",
+     .help = "How long the pools of a client whose connection ended are kept for it to "
+	     "reconnect and attach them again (libramster does it on its own); past it they "
+	     "are released. 0: released at once.",
+     .reload = CONFIG_RELOAD_RESTART},
+
     /* ---- [uid N], [user NAME], [group NAME] ---- */
     {.name = "max_mb", USER(max_mb), .type = CONFIG_U64, .min = 1, .max = CONFIG_MB_MAX,
      .def_doc = "none (no quota)",

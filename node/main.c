@@ -339,6 +339,7 @@ int main(int argc, char **argv)
 		log_error("cannot create the pool directory: %s", strerror(errno));
 		goto destroy_zcache;
 	}
+	pools_set_grace(n.pools, cfg.limits.reattach_grace_ms);
 	if (self && cfg.n_nodes > 1) {
 		n.remote = remote_create(n.loop, n.zcache, &cfg, self, err, sizeof(err));
 		if (!n.remote) {

@@ -130,6 +130,7 @@ static const struct wire_op_rule wire_op_rules[] = {
     [RAMSTER__OP__OP_DRAIN] = {1, 0, 0, 0},
     [RAMSTER__OP__OP_RELOAD] = {1, 0, 0, 0},
     [RAMSTER__OP__OP_CLIENTS] = {1, 0, 0, 0},
+    [RAMSTER__OP__OP_ATTACH] = {1, 1, 0, 0},
 };
 
 static const struct wire_op_rule *wire_op_rule(int op)
@@ -168,6 +169,9 @@ static const char *wire_request_check(const struct wire_hdr *h, const Ramster__R
 		 * with one passed here once: fuzz_wire found it) */
 		return "unexpected uuid";
 	}
+	/* an ATTACH's token of a wrong length is the request's error (-EINVAL), not the frame's */
+	if (req->token.len && req->op != RAMSTER__OP__OP_ATTACH)
+		return "unexpected token";
 	if (req->op == RAMSTER__OP__OP_DRAIN && req->flags > 1)
 		return "drain flags are 0 or 1";
 	if (req->mode && req->op != RAMSTER__OP__OP_POOL_NEW)
@@ -260,6 +264,8 @@ static const char *wire_response_check(const struct wire_hdr *h, const Ramster__
 	for (i = 0; i < rsp->n_pools; i++)
 		if (rsp->pools[i]->uuid.len != 0 && rsp->pools[i]->uuid.len != 16)
 			return "pool uuid not 16 bytes";
+	if (rsp->token.len != 0 && rsp->token.len != 16)
+		return "pool token not 16 bytes";
 	return NULL;
 }
 

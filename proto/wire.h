@@ -80,7 +80,8 @@ void wire_arena_reset(struct wire_arena *a);
  * The one request decoder: unpack msg (h->msg_len bytes) from a frame whose
  * header h was already decoded, and check it whole: a known op; pool >= 0
  * where the op takes one; flags and uuid (16 bytes iff WIRE_POOL_SHARED) for
- * POOL_NEW; 1..WIRE_BATCH_MAX items for PUT/GET, exactly 1 for FLUSH and
+ * POOL_NEW; a token on ATTACH alone (its length is the dispatcher's to
+ * refuse, -EINVAL); 1..WIRE_BATCH_MAX items for PUT/GET, exactly 1 for FLUSH and
  * FLUSH_OBJECT, none otherwise; payload_len == items * page for PUT and 0
  * for every other op. On success *out lives in the arena until its reset.
  * @return 0, or -EPROTO with *why set.

@@ -72,7 +72,9 @@ void client_close(struct client *c, const char *why)
 	store_req_cancel(&c->put);
 	ev_io_stop(l->env->loop, &c->io);
 	close(c->fd);
-	pools_client_free(c->pools);
+	/* its pools wait reattach_grace_ms for it to reconnect (pools.h) */
+	pools_client_close(c->pools, clock_now_ns() / 1000000u);
+	client_expire_arm(l);
 	users_disconnect(l->env->users, c->user);
 	c->user = NULL;
 	if (c->prev)
@@ -420,6 +422,19 @@ static bool client_refuse_unprivileged(struct client *c, Ramster__Response *rsp)
 }
 
 /*
+ * POOL_NEW and ATTACH: the pool's token goes with its id, for the client to
+ * attach it again after a reconnect. token is the reply's buffer.
+ */
+static void client_pool_reply(struct client *c, Ramster__Response *rsp, unsigned char *token)
+{
+	client_count_refusal(c, rsp->result);
+	if (rsp->result < 0 || pools_token(c->pools, rsp->result, token))
+		return;
+	rsp->token.data = token;
+	rsp->token.len = POOLS_TOKEN_LEN;
+}
+
+/*
  * Run one decoded request and answer it. payload_off: where its payload
  * starts in c->in. @return 0 answered, 1 waiting (c->busy), CONN_CLOSED (c was closed).
  */
@@ -427,6 +442,7 @@ static int client_dispatch(struct client *c, const Ramster__Request *req, size_t
 {
 	const struct client_env *env = c->l->env;
 	Ramster__Response rsp = RAMSTER__RESPONSE__INIT;
+	unsigned char token[POOLS_TOKEN_LEN];
 	struct tmem_oid oid;
 	unsigned flags;
 	uint32_t pool = 0;
@@ -442,7 +458,15 @@ static int client_dispatch(struct client *c, const Ramster__Request *req, size_t
 			((req->flags & RAMSTER_SHARED) ? TMEM_SHARED : 0);
 		rsp.result = pools_new_mode(c->pools, flags,
 					    (flags & TMEM_SHARED) ? req->uuid.data : NULL, req->mode);
-		client_count_refusal(c, rsp.result);
+		client_pool_reply(c, &rsp, token);
+		break;
+	case RAMSTER__OP__OP_ATTACH:
+		/* a token of the wrong length is -EINVAL here, the connection stays */
+		rsp.result = pools_attach(c->pools, req->token.data, req->token.len, req->pool);
+		if (rsp.result == -EACCES)
+			log_info("client %llu (uid %ld): attach refused: another uid's pool",
+				 (unsigned long long)c->id, (long)c->cred.uid);
+		client_pool_reply(c, &rsp, token);
 		break;
 	case RAMSTER__OP__OP_POOL_DESTROY:
 		rsp.result = pools_release(c->pools, req->pool);

@@ -83,6 +83,7 @@ struct client_listener {
 	ev_io io;	/* first */
 	ev_timer retry; /* resumes accepting after a pause */
 	ev_timer sweep; /* closes connections whose frame never finishes */
+	ev_timer expire; /* releases detached pools at the end of their grace */
 	ev_tstamp frame_timeout; /* s; env->frame_timeout_ms */
 	const struct client_env *env;
 	struct sock_unix sock; /* the listening socket and the file it made */
@@ -99,6 +100,9 @@ int client_reply(struct client *c, Ramster__Response *rsp, const uint8_t *pages,
 void client_resume(struct client *c);
 void client_sweep_cb(struct ev_loop *loop, ev_timer *w, int revents);
 void client_new(struct client_listener *l, int fd);
+
+/* client_listener.c: release the detached pools whose grace ended; time the next. */
+void client_expire_arm(struct client_listener *l);
 
 /* admin.c: each answers (0), waits (1), or closed c (-1) */
 int admin_stats(struct client *c, Ramster__Response *rsp);

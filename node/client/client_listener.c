@@ -63,6 +63,23 @@ static void client_retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	ev_io_start(loop, &l->io);
 }
 
+void client_expire_arm(struct client_listener *l)
+{
+	uint64_t now = clock_now_ns() / 1000000u, next = pools_expire(l->env->pools, now);
+
+	ev_timer_stop(l->env->loop, &l->expire);
+	if (!next)
+		return;
+	/* a millisecond late rather than early: the pool is then due */
+	ev_timer_set(&l->expire, (double)(next - now) / 1000.0 + 0.001, 0.);
+	ev_timer_start(l->env->loop, &l->expire);
+}
+
+static void client_expire_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	client_expire_arm(container_of(w, struct client_listener, expire));
+}
+
 int client_listen(const struct client_env *env, struct client_listener **out, char *err,
 		  size_t errlen)
 {
@@ -90,6 +107,7 @@ int client_listen(const struct client_env *env, struct client_listener **out, ch
 	l->frame_timeout = (env->frame_timeout_ms ? env->frame_timeout_ms : 30000) / 1000.0;
 	ev_timer_init(&l->sweep, client_sweep_cb, l->frame_timeout / 4, l->frame_timeout / 4);
 	ev_timer_start(env->loop, &l->sweep);
+	ev_timer_init(&l->expire, client_expire_cb, 1., 0.);
 	*out = l;
 	return 0;
 }
@@ -98,11 +116,15 @@ void client_listener_close(struct client_listener *l)
 {
 	if (!l)
 		return;
+	/* a stop releases every pool, as before: none is kept for a reconnect */
+	pools_set_grace(l->env->pools, 0);
+	(void)pools_expire(l->env->pools, UINT64_MAX);
 	while (l->clients)
 		client_close(l->clients, "node stopping");
 	ev_io_stop(l->env->loop, &l->io);
 	ev_timer_stop(l->env->loop, &l->retry);
 	ev_timer_stop(l->env->loop, &l->sweep);
+	ev_timer_stop(l->env->loop, &l->expire);
 	sock_unix_close(&l->sock);
 	free(l);
 }

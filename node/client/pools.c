@@ -6,10 +6,16 @@
  * of entry pointers indexed by the client's pool id, grown on demand up to
  * POOLS_CLIENT_MAX. An entry counts its holds (ids naming it) and its
  * distinct clients; the last hold destroys the tmem pool and the entry.
+ *
+ * Every entry has a random token. When a client's connection ends, an entry
+ * whose last hold it was is detached rather than destroyed (grace_ms > 0):
+ * it stays on the list, held by nobody, until the grace ends (pools_expire)
+ * or a connection of the same uid attaches it by its token.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "node/client/pools.h"
 
@@ -30,6 +36,10 @@ struct pools_entry {
 	unsigned mode;
 	struct users_user *user;          /* charged to (NULL: none) */
 	struct pools_entry *onext, *oprev; /* the pools user owns */
+	unsigned char token[POOLS_TOKEN_LEN]; /* attaches it again (pools_attach) */
+	bool detached;                    /* held by nobody until expire_ms */
+	uint64_t expire_ms;
+	uid_t detached_uid;               /* the uid of its last holder: it alone attaches it */
 };
 
 struct pools {
@@ -38,6 +48,9 @@ struct pools {
 	struct pools_entry *buckets[POOLS_BUCKETS];
 	uint64_t n_private;
 	uint64_t n_shared;
+	uint32_t grace_ms;  /* detached pools are kept this long (0: released at once) */
+	uint64_t n_detached; /* detached now */
+	struct pools_reattach_stats rs;
 };
 
 struct pools_client {
@@ -99,6 +112,8 @@ static void pools_entry_free(struct pools *p, struct pools_entry *e)
 	}
 	e->prev->next = e->next;
 	e->next->prev = e->prev;
+	if (e->detached)
+		p->n_detached--;
 	if (e->flags & TMEM_SHARED) {
 		for (pp = &p->buckets[pools_hash(e->uuid)]; *pp != e; pp = &(*pp)->hnext)
 			;
@@ -161,10 +176,25 @@ static bool pools_client_holds(const struct pools_client *c, const struct pools_
 	return false;
 }
 
+/* Grow c's table to at least cap ids (<= POOLS_CLIENT_MAX). @return 0 or -ENOMEM. */
+static int pools_client_grow(struct pools_client *c, uint32_t cap)
+{
+	struct pools_entry **slot;
+
+	if (cap <= c->cap)
+		return 0;
+	slot = realloc(c->slot, cap * sizeof(*slot));
+	if (!slot)
+		return -ENOMEM;
+	memset(slot + c->cap, 0, (cap - c->cap) * sizeof(*slot));
+	c->slot = slot;
+	c->cap = cap;
+	return 0;
+}
+
 /* @return the lowest free id of c (growing its table), or -ENOSPC / -ENOMEM. */
 static int pools_client_free_id(struct pools_client *c)
 {
-	struct pools_entry **slot;
 	uint32_t i, cap;
 
 	for (i = 0; i < c->cap; i++)
@@ -175,14 +205,28 @@ static int pools_client_free_id(struct pools_client *c)
 	cap = c->cap ? c->cap * 2 : POOLS_TABLE_MIN;
 	if (cap > POOLS_CLIENT_MAX)
 		cap = POOLS_CLIENT_MAX;
-	slot = realloc(c->slot, cap * sizeof(*slot));
-	if (!slot)
-		return -ENOMEM;
-	memset(slot + c->cap, 0, (cap - c->cap) * sizeof(*slot));
-	c->slot = slot;
 	i = c->cap;
-	c->cap = cap;
+	if (pools_client_grow(c, cap))
+		return -ENOMEM;
 	return (int)i;
+}
+
+/* Fill token with random bytes (getrandom: the kernel's CSPRNG). @return 0 or -errno. */
+static int pools_token_new(unsigned char *token)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < POOLS_TOKEN_LEN) {
+		n = getrandom(token + got, POOLS_TOKEN_LEN - got, 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		got += (size_t)n;
+	}
+	return 0;
 }
 
 /* A new entry over a new tmem pool. @return 0 with *out set, or -errno. */
@@ -202,6 +246,11 @@ static int pools_entry_new(struct pools_client *c, unsigned flags, const unsigne
 	e = calloc(1, sizeof(*e));
 	if (!e) {
 		rc = -ENOMEM;
+		goto drop;
+	}
+	rc = pools_token_new(e->token);
+	if (rc) {
+		free(e);
 		goto drop;
 	}
 	pool = tmem_pool_new(p->t, flags);
@@ -297,6 +346,11 @@ int pools_new_mode(struct pools_client *c, unsigned flags, const unsigned char *
 		}
 		if ((e->flags ^ flags) & TMEM_PERSISTENT)
 			return -EINVAL;
+		if (e->detached) {
+			/* joined in its grace: it lives on, held by c */
+			e->detached = false;
+			p->n_detached--;
+		}
 		if (!pools_client_holds(c, e))
 			e->clients++;
 	} else {
@@ -393,6 +447,7 @@ void pools_foreach(const struct pools *p, void (*fn)(void *arg, const struct poo
 		info.gid = e->gid;
 		info.mode = e->mode;
 		info.user = e->user;
+		info.detached = e->detached;
 		fn(arg, &info);
 	}
 }
@@ -401,4 +456,149 @@ void pools_count(const struct pools *p, uint64_t *private_pools, uint64_t *share
 {
 	*private_pools = p->n_private;
 	*shared_pools = p->n_shared;
+}
+
+/* ---- detach and attach ------------------------------------------------------- */
+
+void pools_set_grace(struct pools *p, uint32_t grace_ms)
+{
+	p->grace_ms = grace_ms;
+}
+
+int pools_token(const struct pools_client *c, int id, unsigned char *token)
+{
+	if (id < 0 || (uint32_t)id >= c->cap || !c->slot[id])
+		return -ENOENT;
+	memcpy(token, c->slot[id]->token, POOLS_TOKEN_LEN);
+	return 0;
+}
+
+/* Take c's last hold of slot id's entry off it and keep the entry until now_ms + grace. */
+static void pools_detach(struct pools_client *c, uint32_t id, uint64_t now_ms)
+{
+	struct pools_entry *e = c->slot[id];
+
+	c->slot[id] = NULL;
+	e->holds = 0;
+	e->clients = 0;
+	e->detached = true;
+	e->expire_ms = now_ms + c->p->grace_ms;
+	e->detached_uid = c->cred ? c->cred->uid : 0;
+	c->p->n_detached++;
+	c->p->rs.detached++;
+}
+
+void pools_client_close(struct pools_client *c, uint64_t now_ms)
+{
+	uint32_t i;
+
+	if (!c)
+		return;
+	for (i = 0; i < c->cap; i++) {
+		if (!c->slot[i])
+			continue;
+		/* another id of c or another client still holds it: a plain release */
+		if (c->p->grace_ms && c->slot[i]->holds == 1)
+			pools_detach(c, i, now_ms);
+		else
+			pools_release(c, (int)i);
+	}
+	pools_client_free(c);
+}
+
+static struct pools_entry *pools_by_token(const struct pools *p, const unsigned char *token)
+{
+	struct pools_entry *e;
+
+	/* attaching is rare (after a reconnect): a walk of the list will do */
+	for (e = p->all.next; e != &p->all; e = e->next)
+		if (!memcmp(e->token, token, POOLS_TOKEN_LEN))
+			return e;
+	return NULL;
+}
+
+/* @return want when it is a free id of c (growing the table), else c's lowest free id. */
+static int pools_attach_id(struct pools_client *c, int want)
+{
+	if (want >= 0 && want < POOLS_CLIENT_MAX) {
+		uint32_t cap = c->cap ? c->cap : POOLS_TABLE_MIN;
+
+		while (cap <= (uint32_t)want)
+			cap *= 2;
+		if (cap > POOLS_CLIENT_MAX)
+			cap = POOLS_CLIENT_MAX;
+		if (!pools_client_grow(c, cap) && !c->slot[want])
+			return want;
+	}
+	return pools_client_free_id(c);
+}
+
+/* Whether c may attach e: a detached pool its last holder's uid alone, a held one as a join. */
+static bool pools_attach_allowed(const struct pools_client *c, const struct pools_entry *e)
+{
+	if (!c->cred)
+		return true;
+	if (e->detached)
+		return e->detached_uid == c->cred->uid;
+	return (pools_access(e, c->cred) & (USERS_READ | USERS_WRITE)) != 0;
+}
+
+int pools_attach(struct pools_client *c, const unsigned char *token, size_t len, int want)
+{
+	struct pools *p = c->p;
+	struct pools_entry *e;
+	int id;
+
+	if (!token || len != POOLS_TOKEN_LEN)
+		return -EINVAL;
+	e = pools_by_token(p, token);
+	if (!e)
+		return -ENOENT; /* expired, destroyed, or never made here (a cold restart) */
+	if (!pools_attach_allowed(c, e)) {
+		p->rs.attach_refused++;
+		if (c->user)
+			c->user->refused_access++;
+		return -EACCES;
+	}
+	id = pools_attach_id(c, want);
+	if (id < 0)
+		return id;
+	if (e->detached) {
+		e->detached = false;
+		p->n_detached--;
+	}
+	if (!(e->flags & TMEM_SHARED))
+		e->owner = c->id;
+	if (!pools_client_holds(c, e))
+		e->clients++;
+	e->holds++;
+	c->slot[id] = e;
+	p->rs.reattached++;
+	return id;
+}
+
+uint64_t pools_expire(struct pools *p, uint64_t now_ms)
+{
+	struct pools_entry *e, *next;
+	uint64_t first = 0;
+
+	if (!p->n_detached)
+		return 0;
+	for (e = p->all.next; e != &p->all; e = next) {
+		next = e->next;
+		if (!e->detached)
+			continue;
+		if (e->expire_ms <= now_ms) {
+			p->rs.expired++;
+			pools_entry_free(p, e); /* as a last release does */
+		} else if (!first || e->expire_ms < first) {
+			first = e->expire_ms;
+		}
+	}
+	return first;
+}
+
+void pools_reattach_counts(const struct pools *p, struct pools_reattach_stats *out)
+{
+	*out = p->rs;
 }

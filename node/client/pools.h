@@ -4,6 +4,12 @@
  * A client names pools by small ids (indexes in its own table) and reaches
  * nothing else. A private pool dies with its client; a shared pool, found or
  * created by its 16-byte uuid, lives while any client holds it. Loop thread only.
+ *
+ * A pool whose last holder's connection ends may outlive it for a grace
+ * (pools_set_grace): detached, it waits for a connection of the same uid to
+ * attach it again by its 16-byte random token (pools_attach), so that a
+ * client that reconnects finds its pages; past the grace it is released as
+ * a last release does (pools_expire).
  */
 #ifndef RAMSTER_NODE_POOLS_H
 #define RAMSTER_NODE_POOLS_H
@@ -16,6 +22,7 @@
 
 #define POOLS_CLIENT_MAX 1024 /* pools one client may hold at once */
 #define POOLS_UUID_LEN	 16
+#define POOLS_TOKEN_LEN	 16 /* a pool's attach token (random) */
 
 struct pools;	     /* the directory */
 struct pools_client; /* one client's table */
@@ -95,6 +102,7 @@ struct pools_info {
 	gid_t gid;
 	unsigned mode;			    /* shared pools: permission bits */
 	const struct users_user *user;	    /* the record it is charged to (NULL: none) */
+	bool detached;			    /* held by nobody, kept for a reattach */
 };
 
 /* @return whether cred may see info's pool in a listing (privileged: all). */
@@ -106,5 +114,47 @@ void pools_foreach(const struct pools *p, void (*fn)(void *arg, const struct poo
 
 /* Pools now, by kind. */
 void pools_count(const struct pools *p, uint64_t *private_pools, uint64_t *shared_pools);
+
+/* ---- detach and attach (a client's reconnect) ----------------------------- */
+
+/* What reattaching did since pools_create. */
+struct pools_reattach_stats {
+	uint64_t detached;	 /* pools kept when their last holder's connection ended */
+	uint64_t reattached;	 /* pools_attach successes */
+	uint64_t expired;	 /* detached pools released at the end of the grace */
+	uint64_t attach_refused; /* pools_attach refused -EACCES (another uid) */
+};
+
+/* Keep a pool whose last holder goes for grace_ms (0, the default: release it at once). */
+void pools_set_grace(struct pools *p, uint32_t grace_ms);
+
+/* Copy the token of c's pool id into token[POOLS_TOKEN_LEN]. @return 0 or -ENOENT. */
+int pools_token(const struct pools_client *c, int id, unsigned char *token);
+
+/*
+ * The client's connection ended: a pool whose last hold is c's is detached
+ * until now_ms + grace (with a grace), every other hold released; then c is
+ * freed. Clock: any monotonic milliseconds, the same as pools_expire's. NULL ok.
+ */
+void pools_client_close(struct pools_client *c, uint64_t now_ms);
+
+/*
+ * Attach the pool of token (len bytes: it must be POOLS_TOKEN_LEN) to c: a
+ * detached pool if c's uid is its last holder's, a held one as pools_new
+ * would join it (the old connection may not be closed yet). Its id in c is
+ * want when that is free, else c's lowest free id. Counted in the
+ * reattach stats. @return the id; -EINVAL (bad token length), -ENOENT (no
+ * pool has it: expired or never made here), -EACCES (another uid's),
+ * -ENOSPC / -ENOMEM (c's table).
+ */
+int pools_attach(struct pools_client *c, const unsigned char *token, size_t len, int want);
+
+/*
+ * Release the detached pools whose grace ended by now_ms. @return the
+ * earliest end of a grace still running, or 0 when none is detached.
+ */
+uint64_t pools_expire(struct pools *p, uint64_t now_ms);
+
+void pools_reattach_counts(const struct pools *p, struct pools_reattach_stats *out);
 
 #endif /* RAMSTER_NODE_POOLS_H */

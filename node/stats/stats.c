@@ -39,6 +39,7 @@ static const char *const stats_ops[STATS_OPS] = {
 	[13] = "drain",
 	[14] = "reload",
 	[15] = "clients",
+	[16] = "attach",
 };
 /* clang-format on */
 
@@ -54,6 +55,7 @@ void stats_foreach(const struct node_stats *s, const struct pools *p, struct zca
 		   void *arg)
 {
 	char name[64];
+	struct pools_reattach_stats rs;
 	uint64_t priv, shared;
 	unsigned op;
 
@@ -91,6 +93,15 @@ void stats_foreach(const struct node_stats *s, const struct pools *p, struct zca
 		pools_count(p, &priv, &shared);
 		fn(arg, "node_pools_private", priv, "private pools now");
 		fn(arg, "node_pools_shared", shared, "shared pools now");
+		pools_reattach_counts(p, &rs);
+		fn(arg, "client_pools_detached", rs.detached,
+		   "pools kept for reattach_grace_ms when their last client's connection ended");
+		fn(arg, "client_pools_reattached", rs.reattached,
+		   "pools attached again by their token (a client reconnected)");
+		fn(arg, "client_pools_expired", rs.expired,
+		   "detached pools released at the end of the grace");
+		fn(arg, "client_attach_refused", rs.attach_refused,
+		   "attaches refused -EACCES: the token's pool is another uid's");
 	}
 	notify_foreach_stat(fn, arg); /* systemd_*: sd_notify and the watchdog */
 	if (z)

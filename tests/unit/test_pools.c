@@ -310,6 +310,96 @@ static void test_table_limit(void **state)
 	counts(f->p, 0, 0);
 }
 
+/* A client's connection ends: its pools wait the grace, then go as a release would. */
+static void test_detach_attach(void **state)
+{
+	struct fixture *f = *state;
+	struct users_cred cred = {.uid = 1000, .gid = 1000};
+	struct pools_client *a = pools_client_new(f->p, 1), *b;
+	unsigned char tok0[POOLS_TOKEN_LEN], tok1[POOLS_TOKEN_LEN], page[PAGE], got[PAGE];
+	struct tmem_oid oid = {{1, 2, 3}};
+	struct pools_reattach_stats rs;
+	uint32_t pool0;
+	int a0, a1;
+
+	pools_set_grace(f->p, 1000);
+	pools_client_set_cred(a, NULL, &cred, NULL);
+	a0 = pools_new(a, TMEM_PERSISTENT, NULL);
+	a1 = pools_new(a, TMEM_PERSISTENT | TMEM_SHARED, uuid_a);
+	assert_int_equal(pools_token(a, a0, tok0), 0);
+	assert_int_equal(pools_token(a, a1, tok1), 0);
+	assert_memory_not_equal(tok0, tok1, POOLS_TOKEN_LEN);
+	assert_int_equal(pools_token(a, 9, got), -ENOENT);
+	pool0 = resolve(a, a0);
+	mkpage(page, 1);
+	assert_int_equal(tmem_put(f->t, pool0, &oid, 0, page), 0);
+
+	pools_client_close(a, 5000);
+	counts(f->p, 1, 1); /* kept */
+	assert_int_equal(pools_expire(f->p, 5999), 6000);
+
+	/* a new connection of the same uid takes them back, at the ids it asks for */
+	b = pools_client_new(f->p, 2);
+	pools_client_set_cred(b, NULL, &cred, NULL);
+	assert_int_equal(pools_new(b, 0, NULL), 0); /* id 0 taken: the attach gets another */
+	assert_int_equal(pools_attach(b, tok0, 15, a0), -EINVAL);
+	assert_int_equal(pools_attach(b, tok1, POOLS_TOKEN_LEN, a1), a1);
+	assert_int_equal(pools_attach(b, tok0, POOLS_TOKEN_LEN, a0), 2);
+	assert_int_equal(resolve(b, 2), pool0);
+	assert_int_equal(tmem_get(f->t, pool0, &oid, 0, got), 0);
+	assert_memory_equal(page, got, PAGE);
+	assert_int_equal(pools_expire(f->p, 100000), 0); /* nothing detached now */
+	pools_reattach_counts(f->p, &rs);
+	assert_int_equal(rs.detached, 2);
+	assert_int_equal(rs.reattached, 2);
+	assert_int_equal(rs.expired, 0);
+
+	/* closed again and not attached in time: released (counted expired) */
+	pools_client_close(b, 10000);
+	counts(f->p, 2, 1);
+	assert_int_equal(pools_expire(f->p, 10999), 11000);
+	assert_int_equal(pools_expire(f->p, 11000), 0);
+	counts(f->p, 0, 0);
+	pools_reattach_counts(f->p, &rs);
+	assert_int_equal(rs.expired, 3);
+
+	b = pools_client_new(f->p, 3);
+	assert_int_equal(pools_attach(b, tok0, POOLS_TOKEN_LEN, 0), -ENOENT);
+	pools_client_free(b);
+}
+
+/* Another uid gets -EACCES for a detached pool's token, counted; the pool stays. */
+static void test_attach_other_uid(void **state)
+{
+	struct fixture *f = *state;
+	struct users_cred alice = {.uid = 1000, .gid = 1000}, bob = {.uid = 1001, .gid = 1001};
+	struct pools_client *a = pools_client_new(f->p, 1), *b = pools_client_new(f->p, 2);
+	unsigned char tok[POOLS_TOKEN_LEN];
+	struct pools_reattach_stats rs;
+	int a0;
+
+	pools_set_grace(f->p, 1000);
+	pools_client_set_cred(a, NULL, &alice, NULL);
+	pools_client_set_cred(b, NULL, &bob, NULL);
+	a0 = pools_new(a, 0, NULL);
+	assert_int_equal(pools_token(a, a0, tok), 0);
+	/* held: bob may not join alice's private pool either */
+	assert_int_equal(pools_attach(b, tok, POOLS_TOKEN_LEN, 0), -EACCES);
+	pools_client_close(a, 0);
+	assert_int_equal(pools_attach(b, tok, POOLS_TOKEN_LEN, 0), -EACCES);
+	pools_reattach_counts(f->p, &rs);
+	assert_int_equal(rs.attach_refused, 2);
+	counts(f->p, 1, 0);
+	pools_client_free(b);
+	/* grace 0: a close releases at once, as before */
+	pools_set_grace(f->p, 0);
+	a = pools_client_new(f->p, 3);
+	pools_client_set_cred(a, NULL, &alice, NULL);
+	assert_int_equal(pools_attach(a, tok, POOLS_TOKEN_LEN, 0), 0);
+	pools_client_close(a, 0);
+	counts(f->p, 0, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -320,6 +410,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_release_on_client_close, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_isolation, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_table_limit, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_detach_attach, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_attach_other_uid, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -740,6 +740,30 @@ static void test_response_admin(void **state)
 	assert_string_equal(why, "message too long");
 }
 
+/* ATTACH: a token of any length passes the decoder (the node answers -EINVAL);
+ * a token on any other op, or a negative pool, is a bad frame. */
+static void test_request_attach(void **state)
+{
+	static const uint8_t token[17] = {1};
+	Ramster__Request req = test_req(RAMSTER__OP__OP_ATTACH, 0);
+
+	req.token.data = (uint8_t *)token;
+	req.token.len = 16;
+	test_expect_accept(&req, 0);
+	req.token.len = 17;
+	test_expect_accept(&req, 0);
+	req.token.len = 0;
+	test_expect_accept(&req, 0);
+	req.pool = -1;
+	test_expect_reject(&req, 0, "negative pool id");
+	req = test_req(RAMSTER__OP__OP_GET, 1);
+	req.token.data = (uint8_t *)token;
+	req.token.len = 16;
+	test_expect_reject(&req, 0, "unexpected token");
+	req = test_req(RAMSTER__OP__OP_ATTACH, 1);
+	test_expect_reject(&req, 0, "unexpected items");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -760,6 +784,7 @@ int main(void)
 	    cmocka_unit_test(test_request_ping),
 	    cmocka_unit_test(test_request_drain),
 	    cmocka_unit_test(test_request_reload),
+	    cmocka_unit_test(test_request_attach),
 	    cmocka_unit_test(test_response_admin),
 	};
 
