@@ -32,6 +32,7 @@
 #include "node/client/pools.h"
 #include "node/client/users.h"
 #include "node/reload.h"
+#include "node/restart/restart.h"
 #include "node/spin.h"
 #include "node/stats/stats.h"
 #include "node/store.h"
@@ -185,13 +186,81 @@ struct main_node {
 	struct metrics *metrics; /* the Prometheus endpoint, or NULL */
 	struct reload *reload;   /* SIGHUP and OP_RELOAD, or NULL without a file */
 	struct client_env env;
+	ev_signal sigusr2;       /* a warm restart: re-execute with the image */
+	enum { MAIN_STOP, MAIN_RESTART_EXEC, MAIN_RESTART_FDSTORE } how;
+	struct restart_stats restart;
 };
+
+/* Whether the node may restart warm now; logs why not. */
+static bool main_warm_ok(struct main_node *n)
+{
+	char why[256];
+
+	if (n->remote && remote_warm_check(n->remote, why, sizeof(why))) {
+		log_error("restart: not warm: %s", why);
+		return false;
+	}
+	return true;
+}
 
 static void main_stop_cb(struct ev_loop *loop, ev_signal *w, int revents)
 {
+	struct main_node *n = w->data;
+	const char *fds = getenv("RAMSTER_FDSTORE");
+
 	log_notice("%s received, stopping", w->signum == SIGTERM ? "SIGTERM" : "SIGINT");
+	/* under systemd with a fd store (the shipped unit): the image waits there
+	 * for the next start (systemctl restart); a stop drops it */
+	if (w->signum == SIGTERM && fds && !strcmp(fds, "1") && getenv("NOTIFY_SOCKET") &&
+	    main_warm_ok(n))
+		n->how = MAIN_RESTART_FDSTORE;
 	notify_stopping(); /* STOPPING=1 to systemd */
 	spin_break(ev_userdata(loop)); /* the loop's driver (spin_create) */
+}
+
+/* SIGUSR2 (ramsterctl restart): re-execute, keeping every page. */
+static void main_usr2_cb(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	struct main_node *n = w->data;
+
+	log_notice("SIGUSR2 received: restarting warm");
+	if (!main_warm_ok(n))
+		return; /* logged: the node runs on */
+	n->how = MAIN_RESTART_EXEC;
+	notify_stopping();
+	spin_break(ev_userdata(loop));
+}
+
+/*
+ * After the loop: write the image and re-execute, or hand it to systemd.
+ * Returns only when the restart could not be made (then the node stops as usual).
+ */
+static void main_restart(struct main_node *n, char **argv)
+{
+	uint64_t pages;
+	int fd, rc;
+
+	if (n->remote)
+		remote_quiesce(n->remote); /* the tier is walked: nothing may change it */
+	fd = restart_save(n->zcache, n->pools, n->nbd, &pages);
+	if (fd < 0) {
+		log_error("restart: cannot write the image (%s): stopping cold", strerror(-fd));
+		return;
+	}
+	if (n->how == MAIN_RESTART_FDSTORE) {
+		rc = restart_fdstore(fd);
+		if (rc)
+			log_error("restart: the service manager took no image (%s): this stop "
+				  "loses the node's pages",
+				  strerror(-rc));
+		close(fd);
+		return;
+	}
+	/* every other descriptor closes on the exec: sockets, the loop's, the clients' */
+	(void)close_range(3, ~0u, CLOSE_RANGE_CLOEXEC);
+	rc = restart_exec(fd, argv);
+	log_error("restart: cannot re-execute (%s): stopping cold", strerror(-rc));
+	close(fd);
 }
 
 static void main_hup_cb(struct ev_loop *loop, ev_signal *w, int revents)
@@ -245,7 +314,7 @@ int main(int argc, char **argv)
 	char err[CONFIG_ERR_MAX], name[CONFIG_NAME_MAX], config_abs[PATH_MAX];
 	const char *socket_path, *config_shown = "";
 	unsigned long busy_us;
-	int status = 1;
+	int status = 1, restart_fd;
 
 	main_parse_args(argc, argv, &o);
 	if (o.log_level >= 0)
@@ -340,6 +409,20 @@ int main(int argc, char **argv)
 		goto destroy_zcache;
 	}
 	pools_set_grace(n.pools, cfg.limits.reattach_grace_ms);
+	restart_fd = restart_find_image();
+	if (restart_fd >= 0 &&
+	    restart_load(restart_fd, n.zcache, n.pools, n.users, &n.restart) != 0) {
+		/* refused (logged, counted): what it built goes, and the node starts cold */
+		pools_destroy(n.pools);
+		zcache_destroy(n.zcache);
+		n.zcache = zcache_create(&zc);
+		n.pools = n.zcache ? pools_create(zcache_tmem(n.zcache)) : NULL;
+		if (!n.pools) {
+			log_error("cannot create the local tier again: %s", strerror(errno));
+			goto destroy_zcache;
+		}
+		pools_set_grace(n.pools, cfg.limits.reattach_grace_ms);
+	}
 	if (self && cfg.n_nodes > 1) {
 		n.remote = remote_create(n.loop, n.zcache, &cfg, self, err, sizeof(err));
 		if (!n.remote) {
@@ -370,6 +453,7 @@ int main(int argc, char **argv)
 	    .remote = n.remote,
 	    .frame_timeout_ms = cfg.env.frame_timeout_ms,
 	    .users = n.users,
+	    .restart = &n.restart,
 	};
 	if (client_listen(&n.env, &n.listener, err, sizeof(err))) {
 		log_error("%s", err);
@@ -385,6 +469,7 @@ int main(int argc, char **argv)
 		log_notice("NBD: %zu export%s on %s", cfg.n_exports, cfg.n_exports == 1 ? "" : "s",
 			   nbd_describe(n.nbd));
 	}
+	restart_adopt_exports(&n.restart, n.nbd, n.store); /* a warm restart's */
 	if (self && self->metrics_listen[0]) {
 		n.metrics = metrics_create(&n.env, self->metrics_listen, err, sizeof(err));
 		if (!n.metrics) {
@@ -407,7 +492,10 @@ int main(int argc, char **argv)
 	ev_signal_init(&n.sigterm, main_stop_cb, SIGTERM);
 	ev_signal_init(&n.sigint, main_stop_cb, SIGINT);
 	ev_signal_init(&n.sighup, main_hup_cb, SIGHUP);
+	ev_signal_init(&n.sigusr2, main_usr2_cb, SIGUSR2);
 	n.sighup.data = n.reload;
+	n.sigterm.data = n.sigint.data = n.sigusr2.data = &n;
+	ev_signal_start(n.loop, &n.sigusr2);
 	ev_signal_start(n.loop, &n.sigterm);
 	ev_signal_start(n.loop, &n.sigint);
 	ev_signal_start(n.loop, &n.sighup);
@@ -427,6 +515,8 @@ int main(int argc, char **argv)
 
 	notify_ready(&n.env, cfg.cluster_name); /* READY=1, the watchdog's timer */
 	spin_run(n.spin);
+	if (n.how != MAIN_STOP)
+		main_restart(&n, argv); /* an exec does not return */
 
 	/* ---- stop, in reverse ---- */
 	status = 0;
@@ -434,6 +524,7 @@ int main(int argc, char **argv)
 	n.env.spin = NULL;
 	spin_destroy(n.spin);
 stop_signals:
+	ev_signal_stop(n.loop, &n.sigusr2);
 	ev_signal_stop(n.loop, &n.sighup);
 	ev_signal_stop(n.loop, &n.sigint);
 	ev_signal_stop(n.loop, &n.sigterm);

@@ -161,11 +161,21 @@ static int load_pool(struct snapshot_loader *l, const uint8_t *p, size_t len)
 	flags = get32(p + 4);
 	owner = get32(p + 8);
 	weight = get32(p + 12);
+	if (l->pool >= 0 && id <= (uint32_t)l->pool)
+		return -EBADMSG; /* saved in id order: the same pool twice, or out of order */
 	rc = tmem_pool_new_at(t, id, flags);
-	if (rc < 0)
-		return -EBADMSG; /* a bad id or flags, or the same pool twice */
-	if (owner && tmem_pool_set_owner(t, id, owner, weight))
+	if (rc == -EEXIST) {
+		struct tmem_pool_info info;
+
+		/* made already, empty, by its owner's directory (node/client/pools.c):
+		 * its owner is that of this process */
+		if (tmem_pool_info(t, id, &info) || info.flags != flags || info.pages)
+			return -EBADMSG;
+	} else if (rc < 0) {
+		return -EBADMSG; /* a bad id or flags */
+	} else if (owner && tmem_pool_set_owner(t, id, owner, weight)) {
 		return -EBADMSG;
+	}
 	l->pool = id;
 	l->flags = flags;
 	l->st.pools++;

@@ -13,6 +13,10 @@
  * business: records go out through an emit callback and come back one at a
  * time, each checked before anything is built from it.
  *
+ * A pool the loader finds made already (by the node's pool directory, whose
+ * records come first) is taken as it is if it has the same flags and no
+ * pages: its owner is then the directory's.
+ *
  * Saving needs a quiet tier (no put, flush, eviction or remotify running:
  * tmem_walk); loading needs an empty one of the same allocator budget or
  * larger.

@@ -39,11 +39,13 @@ struct client_env {
 	struct users *users;     /* credentials, per-uid limits and records (node/client/users.h) */
 	struct metrics *metrics; /* the Prometheus endpoint (its counters), or NULL */
 	struct reload *reload;   /* re-reads the cluster file (OP_RELOAD), or NULL without one */
+	const struct restart_stats *restart; /* the warm restart's figures, or NULL */
 };
 
 struct client_listener;
 struct metrics;
 struct reload;
+struct restart_stats;
 
 /*
  * Listen on env->socket_path: create its parent directory (0755) if missing;

@@ -109,6 +109,7 @@ int client_listen(const struct client_env *env, struct client_listener **out, ch
 	ev_timer_start(env->loop, &l->sweep);
 	ev_timer_init(&l->expire, client_expire_cb, 1., 0.);
 	*out = l;
+	client_expire_arm(l); /* pools detached already: a warm restart's */
 	return 0;
 }
 

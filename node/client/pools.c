@@ -40,6 +40,7 @@ struct pools_entry {
 	bool detached;                    /* held by nobody until expire_ms */
 	uint64_t expire_ms;
 	uid_t detached_uid;               /* the uid of its last holder: it alone attaches it */
+	bool restored;                    /* from a warm restart's image: attached as a join */
 };
 
 struct pools {
@@ -538,7 +539,7 @@ static bool pools_attach_allowed(const struct pools_client *c, const struct pool
 {
 	if (!c->cred)
 		return true;
-	if (e->detached)
+	if (e->detached && (!e->restored || !(e->flags & TMEM_SHARED)))
 		return e->detached_uid == c->cred->uid;
 	return (pools_access(e, c->cred) & (USERS_READ | USERS_WRITE)) != 0;
 }
@@ -601,4 +602,123 @@ uint64_t pools_expire(struct pools *p, uint64_t now_ms)
 void pools_reattach_counts(const struct pools *p, struct pools_reattach_stats *out)
 {
 	*out = p->rs;
+}
+
+/* ---- a warm restart's image (node/restart/restart.h) ------------------------------- */
+
+/* ENTRY: u32 pool, u32 flags, u32 uid, u32 gid, u32 mode, u32 charged, uuid, token. */
+#define POOLS_REC_LEN (24 + POOLS_UUID_LEN + POOLS_TOKEN_LEN)
+
+static void pools_put32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)(v >> 16);
+	p[3] = (uint8_t)(v >> 24);
+}
+
+static uint32_t pools_get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+int pools_save(const struct pools *p,
+	       int (*emit)(void *arg, uint16_t tag, const void *head, size_t head_len,
+			   const void *body, size_t body_len),
+	       void *arg)
+{
+	const struct pools_entry *e;
+	uint8_t rec[POOLS_REC_LEN];
+	int rc;
+
+	for (e = p->all.next; e != &p->all; e = e->next) {
+		pools_put32(rec, e->pool);
+		pools_put32(rec + 4, e->flags);
+		pools_put32(rec + 8, (uint32_t)e->uid);
+		pools_put32(rec + 12, (uint32_t)e->gid);
+		pools_put32(rec + 16, e->mode);
+		pools_put32(rec + 20, e->user != NULL);
+		memcpy(rec + 24, e->uuid, POOLS_UUID_LEN);
+		memcpy(rec + 24 + POOLS_UUID_LEN, e->token, POOLS_TOKEN_LEN);
+		rc = emit(arg, POOLS_TAG_ENTRY, rec, sizeof(rec), NULL, 0);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int pools_load_record(struct pools *p, struct users *u, uint16_t tag, const uint8_t *rec,
+		      size_t len, uint64_t now_ms)
+{
+	struct pools_entry *e;
+	struct users_user *uu = NULL;
+	uint32_t pool, flags, charged, grace;
+	int rc;
+
+	if (tag != POOLS_TAG_ENTRY || len != POOLS_REC_LEN)
+		return -EBADMSG;
+	pool = pools_get32(rec);
+	flags = pools_get32(rec + 4);
+	charged = pools_get32(rec + 20);
+	if ((flags & ~(unsigned)(TMEM_PERSISTENT | TMEM_SHARED)) || charged > 1 ||
+	    pools_get32(rec + 16) > 0777)
+		return -EBADMSG;
+	if ((flags & TMEM_SHARED) && pools_lookup(p, rec + 24))
+		return -EBADMSG; /* the same uuid twice */
+	if (pools_by_token(p, rec + 24 + POOLS_UUID_LEN))
+		return -EBADMSG; /* the same token twice */
+	if (charged && u) {
+		uu = users_adopt(u, (uid_t)pools_get32(rec + 8), (gid_t)pools_get32(rec + 12));
+		if (!uu)
+			return -ENOMEM;
+	}
+	/* the pool is made here, empty, so that its pages are charged to uu's
+	 * owner id in this process as they load (tmem/snapshot.c finds it made) */
+	rc = tmem_pool_new_at(p->t, pool, flags);
+	if (rc < 0)
+		return rc == -ENOMEM ? rc : -EBADMSG;
+	e = calloc(1, sizeof(*e));
+	if (!e) {
+		(void)tmem_pool_destroy(p->t, pool);
+		return -ENOMEM;
+	}
+	if (uu && uu->tier_owner < TMEM_OWNERS_MAX)
+		(void)tmem_pool_set_owner(p->t, pool, uu->tier_owner, uu->weight);
+	e->pool = pool;
+	e->flags = flags;
+	e->uid = (uid_t)pools_get32(rec + 8);
+	e->gid = (gid_t)pools_get32(rec + 12);
+	e->mode = pools_get32(rec + 16);
+	memcpy(e->token, rec + 24 + POOLS_UUID_LEN, POOLS_TOKEN_LEN);
+	e->user = uu;
+	if (uu) {
+		uu->pools++; /* it had it: no max_pools check on the way back */
+		e->onext = uu->owned;
+		if (e->onext)
+			e->onext->oprev = e;
+		uu->owned = e;
+	}
+	if (flags & TMEM_SHARED) {
+		unsigned h = pools_hash(rec + 24);
+
+		memcpy(e->uuid, rec + 24, POOLS_UUID_LEN);
+		e->hnext = p->buckets[h];
+		p->buckets[h] = e;
+		p->n_shared++;
+	} else {
+		p->n_private++;
+	}
+	/* nobody holds it until its client comes back for it */
+	grace = p->grace_ms > POOLS_RESTART_GRACE_MS ? p->grace_ms : POOLS_RESTART_GRACE_MS;
+	e->detached = true;
+	e->restored = true;
+	e->detached_uid = e->uid;
+	e->expire_ms = now_ms + grace;
+	p->n_detached++;
+	p->rs.restored++;
+	e->prev = p->all.prev;
+	e->next = &p->all;
+	p->all.prev->next = e;
+	p->all.prev = e;
+	return 0;
 }

@@ -123,6 +123,7 @@ struct pools_reattach_stats {
 	uint64_t reattached;	 /* pools_attach successes */
 	uint64_t expired;	 /* detached pools released at the end of the grace */
 	uint64_t attach_refused; /* pools_attach refused -EACCES (another uid) */
+	uint64_t restored;	 /* pools made from a warm restart's image, detached */
 };
 
 /* Keep a pool whose last holder goes for grace_ms (0, the default: release it at once). */
@@ -156,5 +157,28 @@ int pools_attach(struct pools_client *c, const unsigned char *token, size_t len,
 uint64_t pools_expire(struct pools *p, uint64_t now_ms);
 
 void pools_reattach_counts(const struct pools *p, struct pools_reattach_stats *out);
+
+/* ---- a warm restart's image (node/restart/restart.h) ---- */
+
+#define POOLS_TAG_ENTRY 0x5001
+/* A restored pool waits this long for its client at least (or reattach_grace_ms if longer). */
+#define POOLS_RESTART_GRACE_MS 60000u
+
+/* Emit every pool of the directory as one ENTRY record. @return 0 or emit's error. */
+int pools_save(const struct pools *p,
+	       int (*emit)(void *arg, uint16_t tag, const void *head, size_t head_len,
+			   const void *body, size_t body_len),
+	       void *arg);
+
+/*
+ * Make the pool an ENTRY record names: its tmem pool (empty, at its id, owned
+ * by its uid's record in u, charged there), detached until now_ms plus the
+ * longer of POOLS_RESTART_GRACE_MS and reattach_grace_ms, attached again by
+ * its token (a private pool by its uid; a shared one as a join). Must come
+ * before the tier's records. @return 0, -EBADMSG (a record that cannot be:
+ * bad flags or mode, a taken id, uuid or token), -ENOMEM.
+ */
+int pools_load_record(struct pools *p, struct users *u, uint16_t tag, const uint8_t *rec,
+		      size_t len, uint64_t now_ms);
 
 #endif /* RAMSTER_NODE_POOLS_H */

@@ -161,6 +161,14 @@ static struct users_user *users_find(struct users *u, const struct users_cred *c
 	return uu;
 }
 
+struct users_user *users_adopt(struct users *u, uid_t uid, gid_t gid)
+{
+	struct users_cred cred = {.uid = uid, .gid = gid};
+
+	cred.privileged = uid == 0 || uid == u->daemon_uid;
+	return users_find(u, &cred);
+}
+
 int users_connect(struct users *u, const struct users_cred *cred, struct users_user **out)
 {
 	struct users_user *uu = users_find(u, cred);

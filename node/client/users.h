@@ -87,6 +87,12 @@ bool users_cred_in_group(const struct users_cred *cred, gid_t g);
 int users_connect(struct users *u, const struct users_cred *cred, struct users_user **out);
 void users_disconnect(struct users *u, struct users_user *uu);
 
+/*
+ * The record of uid (created with gid and the rules that match, without a
+ * connection): a warm restart's pools are charged to it. NULL: no memory.
+ */
+struct users_user *users_adopt(struct users *u, uid_t uid, gid_t gid);
+
 /* A pool owned by uu is made / destroyed. users_pool_take: -EDQUOT over max_pools. */
 int users_pool_take(struct users *u, struct users_user *uu);
 void users_pool_drop(struct users *u, struct users_user *uu);

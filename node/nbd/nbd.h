@@ -37,6 +37,37 @@ struct nbd *nbd_create(struct ev_loop *loop, struct store *store,
 		       const struct config *cfg, const struct config_node *self, char *err,
 		       size_t errlen);
 
+/* ---- a warm restart (node/restart/restart.h; nbd_restart.c) ---- */
+
+#define NBD_TAG_EXPORT 0x4e01
+
+/* An export as a restart image names it. */
+struct nbd_saved {
+	uint32_t pool;   /* its tmem pool (the tier's snapshot holds its pages) */
+	uint32_t number; /* its place in the config: its pages' object ids carry it */
+	uint64_t size;
+	uint32_t backing;      /* 1: it had a backing file (the record has five bitmaps) */
+	const uint8_t *maps;   /* the bitmaps, in the record */
+	char name[CONFIG_NAME_MAX];
+};
+
+/* Emit an NBD_TAG_EXPORT record for every export. n may be NULL. @return 0 or emit's error. */
+int nbd_save(const struct nbd *n,
+	     int (*emit)(void *arg, uint16_t tag, const void *head, size_t head_len,
+			 const void *body, size_t body_len),
+	     void *arg);
+
+/* Parse a record. @return 0, or -EBADMSG. */
+int nbd_record_parse(const uint8_t *rec, size_t len, struct nbd_saved *out);
+
+/*
+ * Give the export s names its restored pool and bitmaps (before anything is
+ * served). @return 0; -ENOENT (no export of that name now), -ESTALE (its
+ * size, place or backing changed, or the pool is not an export's): the
+ * caller destroys the pool (the export starts as a new one).
+ */
+int nbd_adopt(struct nbd *n, const struct nbd_saved *s);
+
 /* Close every connection, stop listening, remove our socket, close the files. NULL ok. */
 void nbd_destroy(struct nbd *n);
 

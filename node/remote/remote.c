@@ -453,6 +453,30 @@ fail:
 	return NULL;
 }
 
+int remote_warm_check(struct remote *r, char *why, size_t len)
+{
+	struct foreign_stats fs;
+	struct zcache_stats zs;
+
+	zcache_get_stats(r->z, &zs);
+	foreign_get_stats(r->fs, &fs);
+	if (zs.remote_pages || fs.pages) {
+		/* peers would see a new incarnation: what they hold of ours, and we of
+		 * theirs, would be gone (the incarnation is not kept yet) */
+		snprintf(why, len,
+			 "%llu of our pages are on peers and we hold %llu of theirs: a warm restart "
+			 "keeps neither yet (drain the node first, or restart cold)",
+			 (unsigned long long)zs.remote_pages, (unsigned long long)fs.pages);
+		return -EBUSY;
+	}
+	return 0;
+}
+
+void remote_quiesce(struct remote *r)
+{
+	remotify_pause(r);
+}
+
 void remote_destroy(struct remote *r)
 {
 	struct handoff_item *list;

@@ -33,6 +33,15 @@ struct remote *remote_create(struct ev_loop *loop, struct zcache *z, const struc
 /* Stop the thread, fail what is in flight, leave the collective. NULL ok. */
 void remote_destroy(struct remote *r);
 
+/*
+ * A warm restart (node/restart/restart.h): whether it may keep every page
+ * (0), or -EBUSY with why: pages on peers or held for them (the incarnation
+ * and seal key are not carried over yet). remote_quiesce stops the remotify
+ * thread so that the tier can be walked; only remote_destroy may follow.
+ */
+int remote_warm_check(struct remote *r, char *why, size_t len);
+void remote_quiesce(struct remote *r);
+
 /* A finished remote get: 0 (page filled), -ENOENT (miss), -EIO (lost). */
 typedef void (*remote_get_fn)(void *arg, int result);
 

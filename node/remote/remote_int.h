@@ -261,7 +261,8 @@ int remote_copy_send(struct remote *r, const struct tmem_handle *h, bool pers, c
 /* remotify.c */
 void remotify_init(struct remote *r);  /* th's lock and cond, r->jobs (first thing made) */
 int remotify_start(struct remote *r);  /* the thread; 0 or -errno (last thing made) */
-void remotify_stop(struct remote *r);  /* join it, put the frames queued back on the LRU */
+void remotify_stop(struct remote *r);
+void remotify_pause(struct remote *r); /* join the thread only (a warm restart's save) */  /* join it, put the frames queued back on the LRU */
 void remotify_fini(struct remote *r);  /* end the waits for room; th's lock and cond */
 
 /* repatriate.c: gets waiting to ask again end (-ECANCELED): remote_destroy */

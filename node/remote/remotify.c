@@ -461,10 +461,8 @@ int remotify_start(struct remote *r)
 	return 0;
 }
 
-void remotify_stop(struct remote *r)
+void remotify_pause(struct remote *r)
 {
-	struct handoff_item *list;
-
 	if (r->th.started) {
 		pthread_mutex_lock(&r->th.lock);
 		r->th.stop = true;
@@ -473,6 +471,13 @@ void remotify_stop(struct remote *r)
 		pthread_join(r->th.thread, NULL);
 		r->th.started = false;
 	}
+}
+
+void remotify_stop(struct remote *r)
+{
+	struct handoff_item *list;
+
+	remotify_pause(r);
 	/* Frames queued but not started go back to the LRU. */
 	list = handoff_fini(&r->jobs);
 	while (list) {

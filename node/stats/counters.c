@@ -5,6 +5,7 @@
 #include "node/stats/metrics.h"
 #include "node/nbd/nbd.h"
 #include "node/reload.h"
+#include "node/restart/restart.h"
 #include "node/remote/remote.h"
 #include "node/spin.h"
 #include "node/stats/stats.h"
@@ -37,4 +38,6 @@ void counters_foreach(const struct client_env *env, counters_fn fn, void *arg)
 		reload_foreach_stat(env->reload, fn, arg);
 	if (env->metrics)
 		metrics_foreach_stat(env->metrics, fn, arg);
+	if (env->restart)
+		restart_foreach_stat(env->restart, fn, arg);
 }

@@ -102,6 +102,8 @@ void stats_foreach(const struct node_stats *s, const struct pools *p, struct zca
 		   "detached pools released at the end of the grace");
 		fn(arg, "client_attach_refused", rs.attach_refused,
 		   "attaches refused -EACCES: the token's pool is another uid's");
+		fn(arg, "client_pools_restored", rs.restored,
+		   "pools made from a warm restart's image, waiting for their clients");
 	}
 	notify_foreach_stat(fn, arg); /* systemd_*: sd_notify and the watchdog */
 	if (z)

@@ -1,0 +1,270 @@
+/*
+ * restart.c - a planned restart that keeps the node's pages (restart.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <systemd/sd-daemon.h>
+
+#include "node/client/pools.h"
+#include "node/log.h"
+#include "node/nbd/nbd.h"
+#include "node/store.h"
+#include "node/restart/image.h"
+#include "node/restart/restart.h"
+#include "tmem/snapshot.h"
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* $RAMSTER_RESTART_FD: a number, an open memfd. */
+static int env_image(void)
+{
+	const char *v = getenv(RESTART_ENV);
+	char *end;
+	long fd;
+
+	if (!v)
+		return -1;
+	errno = 0;
+	fd = strtol(v, &end, 10);
+	unsetenv(RESTART_ENV);
+	if (errno || *end || end == v || fd < 3 || fd > 65535 || fcntl((int)fd, F_GETFD) < 0) {
+		log_warn("%s=%s names no open descriptor: starting cold", RESTART_ENV, v);
+		return -1;
+	}
+	(void)fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+	return (int)fd;
+}
+
+int restart_find_image(void)
+{
+	char **names = NULL;
+	int n, i, fd = env_image();
+
+	if (fd >= 0)
+		return fd;
+	/* systemd's fd store gives it back in LISTEN_FDS, named */
+	n = sd_listen_fds_with_names(1, &names);
+	for (i = 0; i < n; i++) {
+		if (fd < 0 && names && names[i] && !strcmp(names[i], RESTART_FDNAME))
+			fd = SD_LISTEN_FDS_START + i;
+		else
+			close(SD_LISTEN_FDS_START + i); /* nothing else is ours to keep */
+	}
+	for (i = 0; names && names[i]; i++)
+		free(names[i]);
+	free(names);
+	return fd;
+}
+
+static int emit(void *arg, uint16_t tag, const void *h, size_t hl, const void *b, size_t bl)
+{
+	return image_record(arg, tag, h, hl, b, bl);
+}
+
+int restart_save(struct zcache *z, struct pools *p, const struct nbd *nbd, uint64_t *pages)
+{
+	struct snapshot_stats st;
+	struct image_writer w;
+	uint64_t t0 = now_us();
+	int fd, rc;
+
+	*pages = 0;
+	fd = memfd_create("ramster-image", MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	rc = image_write_begin(&w, fd, RESTART_KIND);
+	/* the directory first: it makes the pools its records name (pools_load_record) */
+	if (!rc)
+		rc = pools_save(p, emit, &w);
+	if (!rc)
+		rc = nbd_save(nbd, emit, &w);
+	if (!rc)
+		rc = snapshot_save(z, emit, &w, &st);
+	if (!rc)
+		rc = image_write_end(&w);
+	else
+		(void)image_write_end(&w); /* frees the buffer; the image is not used */
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	/* nobody changes it from here on, not even by mistake */
+	(void)fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+	*pages = st.pages_zero + st.pages_local + st.pages_remote;
+	log_notice("restart: %llu pools, %llu pages (%llu in frames, %llu zero, %llu remote) "
+		   "written in %.1f ms",
+		   (unsigned long long)st.pools, (unsigned long long)*pages,
+		   (unsigned long long)st.pages_local, (unsigned long long)st.pages_zero,
+		   (unsigned long long)st.pages_remote, (double)(now_us() - t0) / 1000.0);
+	return fd;
+}
+
+/* An export's record, kept until the NBD frontend exists (checked now). */
+static int keep_export(struct restart_stats *st, const uint8_t *rec, size_t len)
+{
+	struct nbd_saved s;
+	uint8_t *copy;
+
+	if (st->n_nbd == RESTART_NBD_MAX || nbd_record_parse(rec, len, &s))
+		return -EBADMSG;
+	copy = malloc(len);
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, rec, len);
+	st->nbd[st->n_nbd].rec = copy;
+	st->nbd[st->n_nbd].len = len;
+	st->n_nbd++;
+	return 0;
+}
+
+static void drop_exports(struct restart_stats *st)
+{
+	while (st->n_nbd) {
+		st->n_nbd--;
+		free(st->nbd[st->n_nbd].rec);
+	}
+}
+
+void restart_adopt_exports(struct restart_stats *st, struct nbd *nbd, struct store *store)
+{
+	unsigned i;
+
+	for (i = 0; i < st->n_nbd; i++) {
+		struct nbd_saved s;
+		int rc = nbd_record_parse(st->nbd[i].rec, st->nbd[i].len, &s);
+
+		if (!rc)
+			rc = nbd ? nbd_adopt(nbd, &s) : -ENOENT;
+		if (!rc) {
+			st->exports++;
+			continue;
+		}
+		st->exports_dropped++;
+		log_error("restart: export %s cannot take its pages back (%s): they are dropped",
+			  s.name, rc == -ENOENT ? "no such export now" : "it changed");
+		(void)store_pool_destroy(store, s.pool);
+	}
+	drop_exports(st);
+}
+
+int restart_load(int fd, struct zcache *z, struct pools *p, struct users *u,
+		 struct restart_stats *st)
+{
+	struct snapshot_loader l;
+	struct image_reader r;
+	const char *why = NULL;
+	const uint8_t *rec;
+	uint64_t t0 = now_us();
+	uint16_t tag;
+	size_t len;
+	int rc;
+
+	rc = image_read_open(&r, fd, RESTART_KIND, &why);
+	close(fd);
+	if (rc) {
+		st->refused++;
+		log_error("restart: the image handed over is refused (%s): starting cold, "
+			  "without the pages it held",
+			  why ? why : strerror(-rc));
+		return -EBADMSG;
+	}
+	st->image_bytes = r.map_len;
+	snapshot_loader_init(&l, z);
+	while ((rc = image_next(&r, &tag, &rec, &len)) == 1) {
+		if (tag >= SNAPSHOT_TAG_TIER && tag <= SNAPSHOT_TAG_PAGE)
+			rc = snapshot_load_record(&l, tag, rec, len);
+		else if (tag == NBD_TAG_EXPORT)
+			rc = keep_export(st, rec, len);
+		else
+			rc = pools_load_record(p, u, tag, rec, len, t0 / 1000u);
+		if (rc)
+			break;
+	}
+	image_read_close(&r);
+	if (rc) {
+		drop_exports(st);
+		st->refused++;
+		log_error("restart: the image checks out but a record of it cannot be (%s): "
+			  "starting cold",
+			  strerror(-rc));
+		return rc == -EPROTO ? -EPROTO : -EBADMSG;
+	}
+	st->warm = 1;
+	st->pools = l.st.pools;
+	st->pages = l.st.pages_zero + l.st.pages_local + l.st.pages_remote;
+	st->pages_refused = l.st.pages_refused;
+	st->pers_refused = l.st.pers_refused;
+	st->load_us = now_us() - t0;
+	log_notice("restart: warm: %llu pools, %llu pages loaded in %.1f ms from a %.1f MiB image",
+		   (unsigned long long)st->pools, (unsigned long long)st->pages,
+		   (double)st->load_us / 1000.0, (double)st->image_bytes / 1048576.0);
+	if (l.st.pages_refused)
+		log_error("restart: %llu pages found no room (%llu persistent: lost); was local_mb "
+			  "made smaller?",
+			  (unsigned long long)l.st.pages_refused, (unsigned long long)l.st.pers_refused);
+	return 0;
+}
+
+int restart_exec(int fd, char **argv)
+{
+	char num[16];
+
+	if (fcntl(fd, F_SETFD, 0) < 0)
+		return -errno;
+	snprintf(num, sizeof(num), "%d", fd);
+	if (setenv(RESTART_ENV, num, 1))
+		return -errno;
+	log_notice("restart: re-executing %s with the image on fd %d", argv[0], fd);
+	execv("/proc/self/exe", argv);
+	unsetenv(RESTART_ENV);
+	return -errno;
+}
+
+int restart_fdstore(int fd)
+{
+	int rc;
+
+	if (!getenv("NOTIFY_SOCKET"))
+		return -ENOTCONN;
+	/* FDSTOREREMOVE first: a stale image of an earlier stop must not come back */
+	(void)sd_notify(0, "FDSTOREREMOVE=1\nFDNAME=" RESTART_FDNAME);
+	rc = sd_pid_notify_with_fds(0, 0, "FDSTORE=1\nFDNAME=" RESTART_FDNAME, &fd, 1);
+	if (rc <= 0)
+		return rc < 0 ? rc : -ENOTCONN;
+	log_notice("restart: image handed to the service manager's fd store");
+	return 0;
+}
+
+void restart_foreach_stat(const struct restart_stats *st,
+			  void (*fn)(void *arg, const char *name, uint64_t value, const char *help),
+			  void *arg)
+{
+	fn(arg, "restart_warm", st->warm, "1: this process started from a restart image");
+	fn(arg, "restart_images_refused", st->refused,
+	   "restart images refused (torn, changed, another format): started cold");
+	fn(arg, "restart_pools", st->pools, "pools loaded from the restart image");
+	fn(arg, "restart_pages", st->pages, "pages loaded from the restart image");
+	fn(arg, "restart_pages_refused", st->pages_refused,
+	   "pages of the image that found no room (a smaller local_mb)");
+	fn(arg, "restart_pers_refused", st->pers_refused,
+	   "of those, persistent pages: lost (logged)");
+	fn(arg, "restart_image_bytes", st->image_bytes, "the restart image's size");
+	fn(arg, "restart_load_us", st->load_us, "time to load the restart image");
+	fn(arg, "restart_exports", st->exports, "NBD exports that took their pages back");
+	fn(arg, "restart_exports_dropped", st->exports_dropped,
+	   "exports of the image that could not (renamed, resized, gone): pages dropped");
+}

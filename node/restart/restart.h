@@ -1,0 +1,91 @@
+/*
+ * restart.h - a planned restart that keeps the node's pages
+ * (docs/warm-restart.md).
+ *
+ * At a planned stop the node writes what it holds (the tier's pools and
+ * pages: tmem/snapshot.h; the pool directory: pools_save) into a checked
+ * image (node/restart/image.h) in a memfd, and either re-executes itself with
+ * the memfd inherited ($RAMSTER_RESTART_FD: SIGUSR2, `ramsterctl restart`)
+ * or hands it to systemd's file descriptor store (FDSTORE=1,
+ * FDNAME=ramster-image) before it exits, to get it back in LISTEN_FDS when
+ * the unit starts again. The new process loads the image before it serves
+ * anyone; an image that does not check out is refused, counted and closed,
+ * and the node starts cold. A crash leaves no image: a cold start.
+ *
+ * Loop thread only; the save needs a quiet node (the loop stopped, the
+ * collective's threads stopped).
+ */
+#ifndef RAMSTER_RESTART_H
+#define RAMSTER_RESTART_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define RESTART_ENV    "RAMSTER_RESTART_FD"
+#define RESTART_FDNAME "ramster-image"
+#define RESTART_KIND   0x4e4f4445u /* "NODE": the image of a whole node */
+
+#define RESTART_NBD_MAX 64 /* exports an image may name */
+
+struct zcache;
+struct nbd;
+struct store;
+struct pools;
+struct users;
+
+struct restart_stats {
+	uint64_t warm;           /* 1: this process started from an image */
+	uint64_t refused;        /* images refused (did not check out, or another format) */
+	uint64_t pools, pages;   /* pools and pages loaded */
+	uint64_t pages_refused;  /* pages that found no room (a smaller local_mb) */
+	uint64_t pers_refused;   /* of those, persistent pages: lost, and logged */
+	uint64_t image_bytes;    /* the image's size */
+	uint64_t load_us;        /* the load's duration */
+	uint64_t exports;        /* NBD exports that took their pages back */
+	uint64_t exports_dropped; /* exports of the image that could not (changed, gone) */
+	/* the exports' records, kept from the load until restart_adopt_exports */
+	unsigned n_nbd;
+	struct restart_rec {
+		uint8_t *rec;
+		size_t len;
+	} nbd[RESTART_NBD_MAX];
+};
+
+/* The fd of an image handed to this process, or -1 (the variables are then unset). */
+int restart_find_image(void);
+
+/*
+ * Write z's pools and pages, p's directory and nbd's exports (NULL: none)
+ * into a new memfd. @return the
+ * fd (not close-on-exec), or -errno; *pages gets the pages written.
+ */
+int restart_save(struct zcache *z, struct pools *p, const struct nbd *nbd, uint64_t *pages);
+
+/*
+ * Load the image on fd (closed here) into a new node's empty z and p.
+ * @return 0; -EBADMSG or -EPROTO when refused (logged and counted: the
+ * caller then recreates z and p empty and starts cold).
+ */
+int restart_load(int fd, struct zcache *z, struct pools *p, struct users *u,
+		 struct restart_stats *st);
+
+/*
+ * After the NBD frontend is made (nbd may be NULL: no exports now): each
+ * export of the image takes its pool and bitmaps back (nbd_adopt); the pool
+ * of one that cannot (renamed, resized, gone) is destroyed, logged and
+ * counted. Frees the kept records.
+ */
+void restart_adopt_exports(struct restart_stats *st, struct nbd *nbd, struct store *store);
+
+/* Re-execute this program (argv) with fd inherited. Returns only on failure (-errno). */
+int restart_exec(int fd, char **argv);
+
+/* Hand fd to the service manager's fd store. @return 0 when sent, else -errno. */
+int restart_fdstore(int fd);
+
+/* The counters, for ramsterctl stats (restart_*). */
+void restart_foreach_stat(const struct restart_stats *st,
+			  void (*fn)(void *arg, const char *name, uint64_t value, const char *help),
+			  void *arg);
+
+#endif /* RAMSTER_RESTART_H */
