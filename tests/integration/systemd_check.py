@@ -7,6 +7,11 @@
                     STATUS= lines (joining, serving, draining, stopping),
                     WATCHDOG=1 pings, none while the process is stopped
                     (SIGSTOP), again after SIGCONT, STOPPING=1 on SIGTERM.
+  fdstore BIN DIR   systemctl restart with the fd store (issue 22): ramsterd with
+                    RAMSTER_FDSTORE=1 hands its image to the manager on SIGTERM
+                    (FDSTORE=1, FDNAME=ramster-image, the memfd in SCM_RIGHTS)
+                    and, started again with it in LISTEN_FDS / LISTEN_FDNAMES,
+                    serves every block an NBD client wrote before, identical.
   journal BIN DIR   ramsterd whose stderr is "the journal" ($JOURNAL_STREAM
                     names it): native entries on /run/systemd/journal/socket
                     (bound here: run it in a private mount namespace with a
@@ -338,12 +343,77 @@ def journal(binp, d):
           "no journal socket: '<5>' priority lines on stderr (%r)" % err[:60])
 
 
+def fdstore(binp, d):
+    ns_path = os.path.join(d, "notify.sock")
+    ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    ns.bind(ns_path)
+    nbd = os.path.join(d, "nbd.sock")
+    sock = os.path.join(d, "n1.sock")
+    conf = os.path.join(d, "one.ini")
+    with open(conf, "w") as f:
+        f.write("[node n1]\nsocket = %s\nlocal_mb = 128\nnbd_socket = %s\n\n"
+                "[export ram]\nsize = 64M\n" % (sock, nbd))
+    blocks = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nbd_blocks.py")
+    log = open(os.path.join(d, "n1.log"), "w")
+    env = {"NOTIFY_SOCKET": ns_path, "RAMSTER_FDSTORE": "1"}
+    p = start(binp, ["--config", conf, "--node", "n1"], env, log)
+    ns.settimeout(10)
+    try:
+        msg = b""
+        while b"READY=1" not in msg:
+            msg = ns.recv(4096)
+        r = subprocess.run([sys.executable, blocks, nbd, "ram", "write", "3000", "7"],
+                           capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0, "3000 blocks written (%s)" % r.stdout.strip())
+        p.send_signal(signal.SIGTERM)
+        image = None
+        names = []
+        end = time.monotonic() + 10
+        while image is None and time.monotonic() < end:
+            m, fds, _, _ = socket.recv_fds(ns, 4096, 4)
+            if b"FDSTORE=1" in m:
+                names = [l for l in m.decode().split("\n") if l.startswith("FDNAME=")]
+                image = fds[0] if fds else None
+            else:
+                for fd in fds:
+                    os.close(fd)
+        check(image is not None, "FDSTORE=1 arrives with a descriptor")
+        check(names == ["FDNAME=ramster-image"], "named FDNAME=ramster-image (%s)" % names)
+        check(p.wait(timeout=10) == 0, "ramsterd exits 0 after handing its image over")
+        if image is None:
+            return
+        # started again as systemd would: the fd at 3, LISTEN_PID the new process's pid
+        env2 = dict(os.environ)
+        env2.update({"LISTEN_FDS": "1", "LISTEN_FDNAMES": "ramster-image",
+                     "RAMSTER_NO_MEMLOCK": "1", "RAMSTER_BUSY_POLL_US": "0"})
+        os.set_inheritable(image, True)
+        p = subprocess.Popen(["sh", "-c", 'LISTEN_PID=$$ exec "$0" "$@" 3<&%d' % image,
+                              os.path.join(binp, "ramsterd"), "--config", conf, "--node", "n1"],
+                             env=env2, stdout=log, stderr=log, close_fds=False)
+        os.close(image)
+        check(wait_socket(sock), "the node comes back")
+        time.sleep(0.2)
+        check(stat_value(binp, sock, "restart_warm") == 1, "it started warm (restart_warm 1)")
+        check(stat_value(binp, sock, "restart_exports") == 1, "the export took its pages back")
+        r = subprocess.run([sys.executable, blocks, nbd, "ram", "check", "3000", "7"],
+                           capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0, "every block identical after the restart (%s%s)" %
+              (r.stdout.strip(), r.stderr.strip()[-200:]))
+        # a plain stop without the fd store variable: no image handed over
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def main():
-    if len(sys.argv) != 4 or sys.argv[1] not in ("notify", "journal"):
+    if len(sys.argv) != 4 or sys.argv[1] not in ("notify", "journal", "fdstore"):
         print(__doc__, file=sys.stderr)
         return 2
     binp, d = os.path.abspath(sys.argv[2]), sys.argv[3]
-    (notify if sys.argv[1] == "notify" else journal)(binp, d)
+    {"notify": notify, "journal": journal, "fdstore": fdstore}[sys.argv[1]](binp, d)
     for f in FAILS:
         print("failed: " + f, file=sys.stderr)
     return 1 if FAILS else 0

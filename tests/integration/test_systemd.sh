@@ -38,6 +38,7 @@ run() {
 }
 
 run sd_notify python3 "$HERE/systemd_check.py" notify "$BIN"
+run fdstore_restart python3 "$HERE/systemd_check.py" fdstore "$BIN"
 
 # The journal's socket is a fixed path (/run/systemd/journal/socket): the test
 # binds its own in a private mount namespace, on a tmpfs over /run, so a real
