@@ -261,6 +261,7 @@ int lib_call_once(ramster *r, Ramster__Request *req, struct ramster_iov *v, int 
 			goto free_rsp;
 	}
 	*out = rsp;
+	r->answered = true;
 	return 0;
 
 free_rsp:

@@ -47,6 +47,7 @@ struct ramster {
 	char path[108];   /* the node's socket: region.c's own connection, and the redial */
 	uint32_t reconnect_ms; /* how long a broken connection is dialled again (0: never) */
 	uint64_t reconnects;   /* connections dialled again and their pools attached */
+	bool answered;	       /* the node has answered this handle once: a break is a redial's */
 	struct lib_pool *pools; /* by the caller's pool id */
 	size_t n_pools;
 };

@@ -232,7 +232,9 @@ int lib_call(ramster *r, Ramster__Request *req, struct ramster_iov *v, int use_a
 				break;
 		}
 		err = lib_call_once(r, req, v, use_arena, out);
-		if (!lib_broken(err) || !r->reconnect_ms || tried)
+		/* a connection the node never answered was refused (max_clients and
+		 * the like), not broken: that is the caller's error, as before */
+		if (!lib_broken(err) || !r->reconnect_ms || !r->answered || tried)
 			break;
 		/* one redial (within the budget) a call: a node that drops every
 		 * connection at once gets an error, not a loop */
