@@ -52,6 +52,25 @@ ramster *ramster_open(const char *socket_path);
 void ramster_close(ramster *r);
 
 /*
+ * Reconnecting. When a call finds its connection broken (the node closed it,
+ * restarted, or the socket was shut down), the handle dials the same socket
+ * again, 10 ms apart doubling to 500 ms, for up to ms milliseconds (default
+ * $RAMSTER_RECONNECT_MS, else 30000; 0: never, a broken connection fails the
+ * call as it did before), attaches every pool it made again (the node keeps
+ * them for its reattach_grace_ms) and sends the call again: the caller sees a
+ * delay, not an error, and keeps its pool ids. A pool the node no longer has
+ * (a restart without its pages, the grace ran out) is stale: its calls return
+ * -ESTALE, and ramster_pool_destroy forgets it. @return 0, or -EINVAL.
+ */
+int ramster_set_reconnect_ms(ramster *r, uint32_t ms);
+
+/* Times r's connection was dialled again and its pools attached. 0 for NULL. */
+uint64_t ramster_reconnects(const ramster *r);
+
+/* The connection's socket (for poll, or a test that cuts it), or -ENOTCONN / -EINVAL. */
+int ramster_fileno(const ramster *r);
+
+/*
  * Create a pool. flags: RAMSTER_PERSISTENT and/or RAMSTER_SHARED. uuid is
  * given iff RAMSTER_SHARED: every client naming the same uuid (and the same
  * flags) reaches the same pool. @return pool id >= 0, or -errno.

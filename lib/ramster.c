@@ -23,6 +23,7 @@
 #include "proto/wire.h"
 #include "ramster.h"
 #include "lib/internal.h"
+#include "lib/ramster_int.h"
 
 #define RAMSTER_DEFAULT_SOCKET "/run/ramster/ramsterd.sock"
 /* Decodes any response but the admin ones: 256 results plus generous slack. */
@@ -34,26 +35,10 @@ _Static_assert((unsigned)RAMSTER_PERSISTENT == WIRE_POOL_PERSISTENT &&
 		   (unsigned)RAMSTER_SHARED == WIRE_POOL_SHARED,
 	       "client and wire pool flags differ");
 
-struct ramster {
-	int fd;	      /* -1 once closed after an error */
-	uint64_t seq; /* of the last request sent */
-	uint8_t hdr[WIRE_HDR_SIZE];
-	uint8_t *tx; /* packed request; grows, never shrinks */
-	size_t tx_cap;
-	uint8_t *rx; /* packed response; grows, never shrinks */
-	size_t rx_cap;
-	struct wire_arena arena; /* decodes every response except the admin ones */
-	Ramster__Item items[RAMSTER_BATCH_MAX];
-	Ramster__Item *item_ptrs[RAMSTER_BATCH_MAX];
-	struct iovec iov[2 + RAMSTER_BATCH_MAX]; /* header, message, pages */
-	uint64_t poll_ns; /* poll this long for a reply before sleeping (RAMSTER_POLL_US) */
-	char path[108];   /* the node's socket, for region.c's own connection (lib_ramster_reopen) */
-};
-
 /* ---- connection ------------------------------------------------------------------ */
 
-/* The stream is out of step or gone: drop it; later calls get -ENOTCONN. */
-static void ramster_break(ramster *r)
+/* The stream is out of step or gone: drop it; later calls redial or get -ENOTCONN. */
+void lib_break(ramster *r)
 {
 	if (r->fd >= 0)
 		close(r->fd);
@@ -197,9 +182,10 @@ static int ramster_reserve(uint8_t **buf, size_t *cap, size_t need)
  * into its v[i].page. alloc NULL: the response is malloc'd, else it is in
  * r->arena. On success the caller frees *out with
  * ramster__response__free_unpacked(*out, alloc). @return 0 or -errno.
+ * One try: lib_call (reconnect.c) is what the calls use.
  */
-static int ramster_call(ramster *r, Ramster__Request *req, struct ramster_iov *v, int use_arena,
-			Ramster__Response **out)
+int lib_call_once(ramster *r, Ramster__Request *req, struct ramster_iov *v, int use_arena,
+		  Ramster__Response **out)
 {
 	ProtobufCAllocator *alloc = use_arena ? &r->arena.pa : NULL;
 	Ramster__Response *rsp;
@@ -275,12 +261,13 @@ static int ramster_call(ramster *r, Ramster__Request *req, struct ramster_iov *v
 			goto free_rsp;
 	}
 	*out = rsp;
+	r->answered = true;
 	return 0;
 
 free_rsp:
 	ramster__response__free_unpacked(rsp, alloc);
 broken:
-	ramster_break(r);
+	lib_break(r);
 	return err;
 }
 
@@ -297,7 +284,7 @@ int ramster_ping(ramster *r, uint32_t node, const void *page, void *back)
 	req.node = node;
 	v[0].page = (void *)page;
 	v[1].page = back;
-	err = ramster_call(r, &req, v, 1, &rsp);
+	err = lib_call(r, &req, v, 1, &rsp);
 	if (err)
 		return err;
 	err = rsp->result;
@@ -325,7 +312,7 @@ static int ramster_simple(ramster *r, Ramster__Request *req)
 	Ramster__Response *rsp;
 	int err;
 
-	err = ramster_call(r, req, NULL, 1, &rsp);
+	err = lib_call(r, req, NULL, 1, &rsp);
 	if (err)
 		return err;
 	err = rsp->result;
@@ -374,9 +361,28 @@ static int ramster_connect(int fd, const struct sockaddr_un *sa)
 	}
 }
 
-ramster *ramster_open(const char *socket_path)
+/* A new connection to path (shorter than sun_path). @return 0 with *fd set, or -errno. */
+int lib_dial(const char *path, int *fd)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int err;
+
+	strcpy(sa.sun_path, path);
+	*fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (*fd < 0)
+		return -errno;
+	/* a whole batch request in one send */
+	(void)setsockopt(*fd, SOL_SOCKET, SO_SNDBUF, &(int){WIRE_SNDBUF}, sizeof(int));
+	err = ramster_connect(*fd, &sa);
+	if (err) {
+		close(*fd);
+		*fd = -1;
+	}
+	return err;
+}
+
+ramster *ramster_open(const char *socket_path)
+{
 	ramster *r;
 	int err;
 
@@ -390,11 +396,10 @@ ramster *ramster_open(const char *socket_path)
 		errno = EINVAL;
 		return NULL;
 	}
-	if (strlen(socket_path) >= sizeof(sa.sun_path)) {
+	if (strlen(socket_path) >= sizeof(r->path)) {
 		errno = ENAMETOOLONG;
 		return NULL;
 	}
-	strcpy(sa.sun_path, socket_path);
 
 	r = calloc(1, sizeof(*r));
 	if (!r)
@@ -402,22 +407,14 @@ ramster *ramster_open(const char *socket_path)
 	err = wire_arena_init(&r->arena, RAMSTER_ARENA_SIZE);
 	if (err)
 		goto free_r;
-	r->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (r->fd < 0) {
-		err = -errno;
-		goto fini_arena;
-	}
-	/* a whole batch request in one send */
-	(void)setsockopt(r->fd, SOL_SOCKET, SO_SNDBUF, &(int){WIRE_SNDBUF}, sizeof(int));
-	err = ramster_connect(r->fd, &sa);
+	err = lib_dial(socket_path, &r->fd);
 	if (err)
-		goto close_fd;
+		goto fini_arena;
 	r->poll_ns = ramster_env_poll_ns();
+	r->reconnect_ms = lib_env_reconnect_ms();
 	strcpy(r->path, socket_path);
 	return r;
 
-close_fd:
-	close(r->fd);
 fini_arena:
 	wire_arena_fini(&r->arena);
 free_r:
@@ -436,10 +433,12 @@ void ramster_close(ramster *r)
 {
 	if (!r)
 		return;
-	ramster_break(r);
+	lib_pools_release(r);
+	lib_break(r);
 	wire_arena_fini(&r->arena);
 	free(r->tx);
 	free(r->rx);
+	free(r->pools);
 	free(r);
 }
 
@@ -448,8 +447,9 @@ void ramster_close(ramster *r)
 int ramster_pool_new(ramster *r, unsigned flags, const unsigned char uuid[16])
 {
 	Ramster__Request req = RAMSTER__REQUEST__INIT;
-
+	Ramster__Response *rsp;
 	unsigned mode = (flags >> 8) & 0777u;
+	int err;
 
 	flags &= ~RAMSTER_POOL_MODE(0777);
 	if (!r || (flags & ~(unsigned)(RAMSTER_PERSISTENT | RAMSTER_SHARED)))
@@ -465,18 +465,33 @@ int ramster_pool_new(ramster *r, unsigned flags, const unsigned char uuid[16])
 		req.uuid.data = (uint8_t *)uuid;
 		req.uuid.len = 16;
 	}
-	return ramster_simple(r, &req);
+	/* room for its entry first: a pool made on the node is never lost track of */
+	err = lib_pool_reserve(r);
+	if (err)
+		return err;
+	err = lib_call(r, &req, NULL, 1, &rsp);
+	if (err)
+		return err;
+	err = rsp->result;
+	if (err >= 0)
+		err = lib_pool_add(r, err, rsp->token.len == 16 ? rsp->token.data : NULL);
+	ramster__response__free_unpacked(rsp, &r->arena.pa);
+	return err;
 }
 
 int ramster_pool_destroy(ramster *r, int pool)
 {
 	Ramster__Request req = RAMSTER__REQUEST__INIT;
+	int err;
 
 	if (!r || pool < 0)
 		return -EINVAL;
 	req.op = RAMSTER__OP__OP_POOL_DESTROY;
 	req.pool = pool;
-	return ramster_simple(r, &req);
+	err = ramster_simple(r, &req);
+	if (!err || err == -ESTALE)
+		lib_pool_forget(r, pool); /* a stale pool is gone already: only its id is left */
+	return err == -ESTALE ? 0 : err;
 }
 
 /* ---- pages ------------------------------------------------------------------ */
@@ -501,7 +516,7 @@ static int ramster_batch(ramster *r, Ramster__Op op, int pool, struct ramster_io
 	req.pool = pool;
 	req.items = r->item_ptrs;
 	req.n_items = n;
-	err = ramster_call(r, &req, v, 1, &rsp);
+	err = lib_call(r, &req, v, 1, &rsp);
 	if (err)
 		return err;
 	if (rsp->result < 0) {
@@ -614,7 +629,7 @@ static int ramster_admin(ramster *r, Ramster__Op op, Ramster__Response **out)
 	if (!r)
 		return -EINVAL;
 	req.op = op;
-	err = ramster_call(r, &req, NULL, 0, out);
+	err = lib_call(r, &req, NULL, 0, out);
 	if (err)
 		return err;
 	if ((*out)->result < 0) {
@@ -740,7 +755,7 @@ int ramster_reload(ramster *r, struct ramster_kv **out, size_t *n)
 	if (!r || !out || !n)
 		return -EINVAL;
 	req.op = RAMSTER__OP__OP_RELOAD;
-	err = ramster_call(r, &req, NULL, 0, &rsp);
+	err = lib_call(r, &req, NULL, 0, &rsp);
 	if (err)
 		return err;
 	/* the lines come with a refusal too: they say why */

@@ -232,8 +232,9 @@ static const char *wire_response_check(const struct wire_hdr *h, const Ramster__
 
 	if (rsp->seq != req->seq)
 		return "sequence mismatch";
-	if (req->op == RAMSTER__OP__OP_POOL_NEW ? rsp->result < -WIRE_ERRNO_MAX
-						: !wire_errno_ok(rsp->result))
+	if (req->op == RAMSTER__OP__OP_POOL_NEW || req->op == RAMSTER__OP__OP_ATTACH
+		? rsp->result < -WIRE_ERRNO_MAX
+		: !wire_errno_ok(rsp->result))
 		return "result out of range";
 	if (req->op == RAMSTER__OP__OP_PING) {
 		if (rsp->n_results)
