@@ -170,6 +170,15 @@ void ramster_kv_free(struct ramster_kv *kv, size_t n);
  */
 int ramster_reload(ramster *r, struct ramster_kv **out, size_t *n);
 
+/*
+ * Ask the node for a warm restart (docs/warm-restart.md): root or the
+ * daemon's own user only. @return 0 (the node re-executes now, keeping its
+ * pages: this connection closes; with reconnecting on, r redials), -EBUSY
+ * (it cannot be warm now: *out, when not NULL, gets an "error" line saying
+ * why, freed with ramster_kv_free), -EPERM, or another -errno.
+ */
+int ramster_restart(ramster *r, struct ramster_kv **out, size_t *n);
+
 /* List every pool of the node. *out freed with free(). @return 0 or -errno. */
 int ramster_pools(ramster *r, struct ramster_pool_info **out, size_t *n);
 

@@ -744,7 +744,8 @@ nomem:
 	return -ENOMEM;
 }
 
-int ramster_reload(ramster *r, struct ramster_kv **out, size_t *n)
+/* An admin op whose answer is a result and status lines (RELOAD, RESTART). */
+static int lib_kv_call(ramster *r, int op, struct ramster_kv **out, size_t *n)
 {
 	Ramster__Request req = RAMSTER__REQUEST__INIT;
 	Ramster__Response *rsp;
@@ -752,9 +753,7 @@ int ramster_reload(ramster *r, struct ramster_kv **out, size_t *n)
 	size_t i = 0;
 	int err;
 
-	if (!r || !out || !n)
-		return -EINVAL;
-	req.op = RAMSTER__OP__OP_RELOAD;
+	req.op = op;
 	err = lib_call(r, &req, NULL, 0, &rsp);
 	if (err)
 		return err;
@@ -782,6 +781,36 @@ nomem:
 	ramster_kv_free(kv, i);
 	ramster__response__free_unpacked(rsp, NULL);
 	return -ENOMEM;
+}
+
+int ramster_reload(ramster *r, struct ramster_kv **out, size_t *n)
+{
+	if (!r || !out || !n)
+		return -EINVAL;
+	return lib_kv_call(r, RAMSTER__OP__OP_RELOAD, out, n);
+}
+
+int ramster_restart(ramster *r, struct ramster_kv **out, size_t *n)
+{
+	struct ramster_kv *kv = NULL;
+	size_t k = 0;
+	uint32_t keep;
+	int rc;
+
+	if (!r)
+		return -EINVAL;
+	/* a reply lost to the exec must not be asked again of the new process */
+	keep = r->reconnect_ms;
+	r->reconnect_ms = 0;
+	rc = lib_kv_call(r, RAMSTER__OP__OP_RESTART, &kv, &k);
+	r->reconnect_ms = keep;
+	if (out && n) {
+		*out = kv;
+		*n = k;
+	} else {
+		ramster_kv_free(kv, k);
+	}
+	return rc;
 }
 
 void ramster_kv_free(struct ramster_kv *kv, size_t n)

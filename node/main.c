@@ -187,16 +187,21 @@ struct main_node {
 	struct reload *reload;   /* SIGHUP and OP_RELOAD, or NULL without a file */
 	struct client_env env;
 	ev_signal sigusr2;       /* a warm restart: re-execute with the image */
+	ev_timer restart_soon;   /* OP_RESTART: after its reply has gone out */
 	enum { MAIN_STOP, MAIN_RESTART_EXEC, MAIN_RESTART_FDSTORE } how;
 	struct restart_stats restart;
 };
 
-/* Whether the node may restart warm now; logs why not. */
-static bool main_warm_ok(struct main_node *n)
+/* Whether the node may restart warm now; logs (and with why, says) why not. */
+static bool main_warm_ok(struct main_node *n, char *why, size_t len)
 {
-	char why[256];
+	char buf[256];
 
-	if (n->remote && remote_warm_check(n->remote, why, sizeof(why))) {
+	if (!why) {
+		why = buf;
+		len = sizeof(buf);
+	}
+	if (n->remote && remote_warm_check(n->remote, why, len)) {
 		log_error("restart: not warm: %s", why);
 		return false;
 	}
@@ -212,7 +217,7 @@ static void main_stop_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	/* under systemd with a fd store (the shipped unit): the image waits there
 	 * for the next start (systemctl restart); a stop drops it */
 	if (w->signum == SIGTERM && fds && !strcmp(fds, "1") && getenv("NOTIFY_SOCKET") &&
-	    main_warm_ok(n))
+	    main_warm_ok(n, NULL, 0))
 		n->how = MAIN_RESTART_FDSTORE;
 	notify_stopping(); /* STOPPING=1 to systemd */
 	spin_break(ev_userdata(loop)); /* the loop's driver (spin_create) */
@@ -224,11 +229,32 @@ static void main_usr2_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	struct main_node *n = w->data;
 
 	log_notice("SIGUSR2 received: restarting warm");
-	if (!main_warm_ok(n))
+	if (!main_warm_ok(n, NULL, 0))
 		return; /* logged: the node runs on */
 	n->how = MAIN_RESTART_EXEC;
 	notify_stopping();
 	spin_break(ev_userdata(loop));
+}
+
+static void main_restart_soon_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct main_node *n = w->data;
+
+	n->how = MAIN_RESTART_EXEC;
+	notify_stopping();
+	spin_break(ev_userdata(loop));
+}
+
+/* OP_RESTART (ramsterctl restart): 0 and the restart in 20 ms, once the reply is out. */
+static int main_restart_now(void *arg, char *why, size_t len)
+{
+	struct main_node *n = arg;
+
+	log_notice("restart requested (ramsterctl restart): restarting warm");
+	if (!main_warm_ok(n, why, len))
+		return -EBUSY;
+	ev_timer_start(n->loop, &n->restart_soon);
+	return 0;
 }
 
 /*
@@ -454,7 +480,11 @@ int main(int argc, char **argv)
 	    .frame_timeout_ms = cfg.env.frame_timeout_ms,
 	    .users = n.users,
 	    .restart = &n.restart,
+	    .restart_now = main_restart_now,
+	    .restart_arg = &n,
 	};
+	ev_timer_init(&n.restart_soon, main_restart_soon_cb, 0.02, 0.);
+	n.restart_soon.data = &n;
 	if (client_listen(&n.env, &n.listener, err, sizeof(err))) {
 		log_error("%s", err);
 		goto destroy_store;
@@ -525,6 +555,7 @@ int main(int argc, char **argv)
 	spin_destroy(n.spin);
 stop_signals:
 	ev_signal_stop(n.loop, &n.sigusr2);
+	ev_timer_stop(n.loop, &n.restart_soon);
 	ev_signal_stop(n.loop, &n.sighup);
 	ev_signal_stop(n.loop, &n.sigint);
 	ev_signal_stop(n.loop, &n.sigterm);

@@ -131,6 +131,7 @@ static const struct wire_op_rule wire_op_rules[] = {
     [RAMSTER__OP__OP_RELOAD] = {1, 0, 0, 0},
     [RAMSTER__OP__OP_CLIENTS] = {1, 0, 0, 0},
     [RAMSTER__OP__OP_ATTACH] = {1, 1, 0, 0},
+    [RAMSTER__OP__OP_RESTART] = {1, 0, 0, 0},
 };
 
 static const struct wire_op_rule *wire_op_rule(int op)

@@ -56,6 +56,9 @@ static void ctl_usage(FILE *f)
 		"                  redrawn in place on a terminal, key=value lines elsewhere\n"
 		"  reload          re-read the cluster file (as SIGHUP does; root or the\n"
 		"                  daemon's user): what was applied, what needs a restart\n"
+		"  restart         a warm restart (root or the daemon's user): the node\n"
+		"                  re-executes keeping its pools, pages and exports; waits\n"
+		"                  until it serves again and says what it loaded\n"
 		"  clients         per uid: connections, pools, pages here and on peers,\n"
 		"                  refusals, quota and weight (root: every uid; else your own)\n"
 		"  genkey          print a new cluster key (32 random bytes as 64 hex digits)\n"
@@ -709,6 +712,55 @@ static int ctl_reload(ramster *r)
 	return 0;
 }
 
+/* ---- restart ----------------------------------------------------------------- */
+
+static int ctl_restart(ramster *r, const char *path)
+{
+	struct ramster_kv *kv = NULL;
+	size_t n = 0, i;
+	double t0 = ctl_now();
+	int rc = ramster_restart(r, &kv, &n);
+
+	if (rc) {
+		const char *why = "";
+
+		for (i = 0; i < n; i++)
+			if (!strcmp(kv[i].key, "error"))
+				why = kv[i].value;
+		fprintf(stderr, "ramsterctl: restart: %s\n", *why ? why : strerror(-rc));
+		ramster_kv_free(kv, n);
+		return 1;
+	}
+	ramster_kv_free(kv, n);
+	printf("restart: the node re-executes, keeping its pages\n");
+	fflush(stdout);
+	/* the same socket answers again once the new process has loaded the image */
+	while (ctl_now() - t0 < 60) {
+		ramster *b;
+		uint64_t warm = 0, pools = 0, pages = 0, us = 0;
+
+		usleep(50000);
+		b = ramster_open(path);
+		if (!b)
+			continue;
+		if (ramster_stat(b, "restart_warm", &warm) == 0 && warm) {
+			(void)ramster_stat(b, "restart_pools", &pools);
+			(void)ramster_stat(b, "restart_pages", &pages);
+			(void)ramster_stat(b, "restart_load_us", &us);
+			printf("restart: serving again after %.0f ms, warm: %llu pools, %llu pages "
+			       "loaded in %.0f ms\n",
+			       (ctl_now() - t0) * 1000.0, (unsigned long long)pools,
+			       (unsigned long long)pages, (double)us / 1000.0);
+			ramster_close(b);
+			return 0;
+		}
+		ramster_close(b);
+	}
+	fprintf(stderr, "ramsterctl: restart: the node did not come back warm within 60 s "
+			"(see its log)\n");
+	return 1;
+}
+
 /* ---- peers ------------------------------------------------------------------- */
 
 static int ctl_peers_json(struct ramster_peer_info *p, size_t n)
@@ -899,7 +951,7 @@ int main(int argc, char **argv)
 	if (strcmp(cmd, "status") && strcmp(cmd, "stats") && strcmp(cmd, "pools") &&
 	    strcmp(cmd, "peers") && strcmp(cmd, "exports") && strcmp(cmd, "ping") &&
 	    strcmp(cmd, "drain") && strcmp(cmd, "undrain") && strcmp(cmd, "reload") &&
-	    strcmp(cmd, "clients") &&
+	    strcmp(cmd, "clients") && strcmp(cmd, "restart") &&
 	    strcmp(cmd, "top"))
 		return ctl_usage_error("unknown command", cmd);
 
@@ -927,6 +979,8 @@ int main(int argc, char **argv)
 		rc = ctl_reload(r);
 	else if (!strcmp(cmd, "clients"))
 		rc = ctl_clients(r);
+	else if (!strcmp(cmd, "restart"))
+		rc = ctl_restart(r, path);
 	else if (!strcmp(cmd, "top"))
 		rc = ctl_top(r, top_interval, top_iterations);
 	else if (!strcmp(cmd, "drain") || !strcmp(cmd, "undrain"))

@@ -177,6 +177,25 @@ int admin_reload(struct client *c, Ramster__Response *rsp)
 	return client_reply(c, rsp, NULL, 0);
 }
 
+/* RESTART: privileged (the caller checked); the reply goes out before the loop stops. */
+int admin_restart(struct client *c, Ramster__Response *rsp)
+{
+	const struct client_env *env = c->l->env;
+	char why[256] = "";
+	Ramster__KeyValue kv, *ptr = &kv;
+
+	rsp->result = env->restart_now ? env->restart_now(env->restart_arg, why, sizeof(why))
+				       : -EOPNOTSUPP;
+	if (rsp->result && why[0]) {
+		ramster__key_value__init(&kv);
+		kv.key = (char *)"error";
+		kv.value = why;
+		rsp->status = &ptr;
+		rsp->n_status = 1;
+	}
+	return client_reply(c, rsp, NULL, 0);
+}
+
 /* POOLS: every pool of the directory with its tmem figures. */
 struct client_pool_list {
 	struct tmem *t;

@@ -535,6 +535,10 @@ static int client_dispatch(struct client *c, const Ramster__Request *req, size_t
 		return admin_drain(c, req);
 	case RAMSTER__OP__OP_RELOAD:
 		return admin_reload(c, &rsp);
+	case RAMSTER__OP__OP_RESTART:
+		if (client_refuse_unprivileged(c, &rsp))
+			break;
+		return admin_restart(c, &rsp);
 	case RAMSTER__OP__OP_CLIENTS:
 		return admin_clients(c, &rsp);
 	default:

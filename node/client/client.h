@@ -40,6 +40,9 @@ struct client_env {
 	struct metrics *metrics; /* the Prometheus endpoint (its counters), or NULL */
 	struct reload *reload;   /* re-reads the cluster file (OP_RELOAD), or NULL without one */
 	const struct restart_stats *restart; /* the warm restart's figures, or NULL */
+	/* OP_RESTART: start a warm restart after this reply (0), or say why not (-EBUSY) */
+	int (*restart_now)(void *arg, char *why, size_t len);
+	void *restart_arg;
 };
 
 struct client_listener;

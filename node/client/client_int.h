@@ -112,6 +112,7 @@ int admin_pools(struct client *c, Ramster__Response *rsp);
 int admin_exports(struct client *c, Ramster__Response *rsp);
 int admin_drain(struct client *c, const Ramster__Request *req);
 int admin_reload(struct client *c, Ramster__Response *rsp);
+int admin_restart(struct client *c, Ramster__Response *rsp);
 int admin_clients(struct client *c, Ramster__Response *rsp);
 int admin_ping(struct client *c, const Ramster__Request *req, size_t payload_off);
 

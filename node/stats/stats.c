@@ -40,6 +40,7 @@ static const char *const stats_ops[STATS_OPS] = {
 	[14] = "reload",
 	[15] = "clients",
 	[16] = "attach",
+	[17] = "restart",
 };
 /* clang-format on */
 

@@ -13,7 +13,7 @@
 #include "node/client/pools.h"
 #include "tmem/zcache.h"
 
-#define STATS_OPS 17 /* request ops are 1..16 (client.proto); 0 unused */
+#define STATS_OPS 18 /* request ops are 1..17 (client.proto); 0 unused */
 
 struct node_stats {
 	uint64_t start_ns;	      /* CLOCK_MONOTONIC at start */

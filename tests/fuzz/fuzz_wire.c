@@ -72,6 +72,8 @@ static void fuzz_init(void)
 	fuzz_add_req(RAMSTER__OP__OP_DRAIN, 0);
 	fuzz_add_req(RAMSTER__OP__OP_RELOAD, 0);
 	fuzz_add_req(RAMSTER__OP__OP_CLIENTS, 0);
+	fuzz_add_req(RAMSTER__OP__OP_RESTART, 0);
+	fuzz_add_req(RAMSTER__OP__OP_ATTACH, 0);
 }
 
 /* Touch every byte the decoded request points at, so ASan sees any stray pointer. */

@@ -19,9 +19,11 @@
 
 #include <cmocka.h>
 
+#include "collective.h"
 #include "harness.h"
 
 #define PAGE    4096
+static int SLOW = 1; /* RAMSTER_TEST_SLOW: sanitizer builds stretch the waits */
 #define PAGES   50000 /* over two pools */
 #define PER_OBJ 512
 
@@ -82,7 +84,7 @@ static unsigned check_all(ramster *r, int priv, int shared, unsigned *eio)
 /* Wait until the re-executed node answers (the same pid: an exec keeps it). */
 static ramster *wait_back(struct harness *h)
 {
-	uint64_t end = harness_now_ms() + 20000;
+	uint64_t end = harness_now_ms() + 20000 * SLOW;
 	ramster *r;
 
 	do {
@@ -197,12 +199,117 @@ static void test_torn_image_refused(void **state)
 	assert_int_equal(harness_stop(&h), 0);
 }
 
+/* ramsterctl restart's call: the node comes back warm, the caller's handle redials. */
+static void test_restart_op(void **state)
+{
+	struct harness h;
+	struct ramster_kv *kv = NULL;
+	static unsigned char p[PAGE], back[PAGE];
+	struct ramster_oid oid = harness_oid(5, 5);
+	ramster *r, *ops;
+	size_t n = 0;
+	int pool;
+
+	(void)state;
+	assert_int_equal(harness_start(&h, NULL), 0);
+	r = harness_connect(&h);
+	assert_non_null(r);
+	pool = ramster_pool_new(r, RAMSTER_PERSISTENT, NULL);
+	assert_true(pool >= 0);
+	harness_page_text(p, 17);
+	assert_int_equal(ramster_put(r, pool, &oid, 3, p), 0);
+	ops = harness_connect(&h);
+	assert_non_null(ops);
+	assert_int_equal(ramster_restart(ops, &kv, &n), 0);
+	ramster_kv_free(kv, n);
+	ramster_close(ops);
+	ops = wait_back(&h);
+	assert_non_null(ops);
+	assert_int_equal(ramster_get(r, pool, &oid, 3, back), 0);
+	assert_memory_equal(p, back, PAGE);
+	assert_int_equal(ramster_reconnects(r), 1);
+	ramster_close(ops);
+	ramster_close(r);
+	assert_int_equal(harness_stop(&h), 0);
+}
+
+/*
+ * A node with pages on a peer cannot restart warm yet (the incarnation is not
+ * carried over): SIGUSR2 and OP_RESTART are refused with the reason, and the
+ * node runs on with every page.
+ */
+static void test_collective_refused(void **state)
+{
+	struct coll *c = coll_create("restart", "3f9a1c7e5b2d8046e1f3a5c79b0d2e4f"
+						"6a8c0e1f3b5d7092c4e6f8a1b3d5e7f9\n");
+	static unsigned char p[PAGE], back[PAGE];
+	struct ramster_kv *kv = NULL;
+	size_t n = 0, i;
+	uint64_t remote = 0;
+	ramster *r;
+	int pool, rc;
+	const char *why = "";
+
+	(void)state;
+	assert_non_null(c);
+	snprintf(c->cluster, sizeof(c->cluster), "restart");
+	snprintf(c->extra, sizeof(c->extra), "heartbeat_ms = 100\ndead_after_ms = %d\n",
+		 3000 * SLOW);
+	coll_set_node(c, 0, "one", 1, 0);
+	coll_set_node(c, 1, "two", 16, 64);
+	assert_int_equal(coll_write_confs(c), 0);
+	assert_int_equal(coll_start(c, 1), 0);
+	assert_int_equal(coll_start(c, 0), 0);
+	assert_int_equal(coll_wait_up(c, 0, 1, 10000 * SLOW), 0);
+	r = harness_connect(&c->h[0]);
+	assert_non_null(r);
+	pool = ramster_pool_new(r, RAMSTER_PERSISTENT, NULL);
+	assert_true(pool >= 0);
+	for (i = 0; i < 2000; i++) {
+		struct ramster_oid oid = harness_oid(7, i / 64);
+
+		harness_page_text(p, i);
+		rc = ramster_put(r, pool, &oid, i % 64, p);
+		assert_true(rc == 0 || rc == -ENOSPC);
+	}
+	assert_int_equal(coll_wait_stat(c, 0, "tier_remote_pages", 1, UINT64_MAX, 10000 * SLOW), 0);
+	assert_int_equal(coll_stat(c, 0, "tier_remote_pages", &remote), 0);
+	assert_int_equal(kill(c->h[0].pid, SIGUSR2), 0);
+	usleep(300000);
+	assert_true(harness_alive(&c->h[0]));
+	rc = ramster_restart(r, &kv, &n);
+	for (i = 0; i < n; i++)
+		if (!strcmp(kv[i].key, "error"))
+			why = kv[i].value;
+	fprintf(stderr, "  %llu pages on the peer: restart %d (%s)\n", (unsigned long long)remote,
+		rc, why);
+	assert_int_equal(rc, -EBUSY);
+	assert_non_null(strstr(why, "on peers"));
+	ramster_kv_free(kv, n);
+	/* the node ran on: every page that was put is there */
+	for (i = 0; i < 2000; i++) {
+		struct ramster_oid oid = harness_oid(7, i / 64);
+
+		rc = ramster_get(r, pool, &oid, i % 64, back);
+		harness_page_text(p, i);
+		assert_true(rc == -ENOENT || (rc == 0 && !memcmp(p, back, PAGE)));
+	}
+	assert_int_equal(ramster_reconnects(r), 0);
+	ramster_close(r);
+	assert_int_equal(coll_destroy(c), 0);
+}
+
 int main(void)
 {
+	const char *slow = getenv("RAMSTER_TEST_SLOW");
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_warm_restart),
 		cmocka_unit_test(test_torn_image_refused),
+		cmocka_unit_test(test_restart_op),
+		cmocka_unit_test(test_collective_refused),
 	};
 
+	if (slow && atoi(slow) > 1 && atoi(slow) <= 100)
+		SLOW = atoi(slow);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
