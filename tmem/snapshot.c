@@ -112,7 +112,7 @@ static int save_page(void *arg, const struct tmem_handle *h, bool pers, uint64_t
 
 int snapshot_save(struct zcache *z, snapshot_emit_fn emit, void *arg, struct snapshot_stats *st)
 {
-	struct save_ctx s = { z, emit, arg, st };
+	struct save_ctx s = {z, emit, arg, st};
 	uint8_t rec[8];
 	int rc;
 
@@ -186,7 +186,7 @@ static int load_page(struct snapshot_loader *l, const uint8_t *p, size_t len)
 {
 	struct zcache_page_image pi;
 	struct tmem_handle h;
-	struct make_ctx m = { l->z, &h, &pi };
+	struct make_ctx m = {l->z, &h, &pi};
 	unsigned n, plen, k;
 	size_t hlen;
 	int rc;

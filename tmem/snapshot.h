@@ -41,9 +41,9 @@ enum {
 struct snapshot_stats {
 	uint64_t pools;
 	uint64_t pages_zero, pages_local, pages_remote;
-	uint64_t bytes_local;   /* stored bytes of the local pages */
+	uint64_t bytes_local;	/* stored bytes of the local pages */
 	uint64_t pages_refused; /* load: pages that found no room (ephemeral: a miss later) */
-	uint64_t pers_refused;  /* load: of those, persistent ones (lost: counted, logged) */
+	uint64_t pers_refused;	/* load: of those, persistent ones (lost: counted, logged) */
 };
 
 /* Where records go: @return 0, or -errno to stop the save. */
@@ -57,9 +57,9 @@ int snapshot_save(struct zcache *z, snapshot_emit_fn emit, void *arg, struct sna
 struct snapshot_loader {
 	struct zcache *z;
 	struct snapshot_stats st;
-	int tier_seen;     /* a TIER record of this format and compressor came first */
-	int64_t pool;      /* the pool the next pages belong to (-1: none yet) */
-	unsigned flags;    /* its flags */
+	int tier_seen;	/* a TIER record of this format and compressor came first */
+	int64_t pool;	/* the pool the next pages belong to (-1: none yet) */
+	unsigned flags; /* its flags */
 };
 
 void snapshot_loader_init(struct snapshot_loader *l, struct zcache *z);

@@ -12,8 +12,8 @@
 
 #include "node/restart/image.h"
 
-#define IMAGE_MAGIC "RAMSTIMG"
-#define IMAGE_BUF   (1u << 20)
+#define IMAGE_MAGIC  "RAMSTIMG"
+#define IMAGE_BUF    (1u << 20)
 #define IMAGE_DIGEST 32
 
 static void put_le(uint8_t *p, uint64_t v, unsigned n)

@@ -16,15 +16,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define IMAGE_HEADER 64
+#define IMAGE_HEADER  64
 #define IMAGE_VERSION 1
 
 struct image_writer {
 	int fd;
-	uint64_t body;     /* body bytes written (or buffered) */
+	uint64_t body; /* body bytes written (or buffered) */
 	uint8_t *buf;
 	size_t n, cap;
-	int err;           /* the first error; later calls do nothing */
+	int err; /* the first error; later calls do nothing */
 	uint32_t kind;
 };
 

@@ -215,7 +215,8 @@ int restart_load(int fd, struct zcache *z, struct pools *p, struct users *u,
 	if (l.st.pages_refused)
 		log_error("restart: %llu pages found no room (%llu persistent: lost); was local_mb "
 			  "made smaller?",
-			  (unsigned long long)l.st.pages_refused, (unsigned long long)l.st.pers_refused);
+			  (unsigned long long)l.st.pages_refused,
+			  (unsigned long long)l.st.pers_refused);
 	return 0;
 }
 

@@ -34,14 +34,14 @@ struct pools;
 struct users;
 
 struct restart_stats {
-	uint64_t warm;           /* 1: this process started from an image */
-	uint64_t refused;        /* images refused (did not check out, or another format) */
-	uint64_t pools, pages;   /* pools and pages loaded */
-	uint64_t pages_refused;  /* pages that found no room (a smaller local_mb) */
-	uint64_t pers_refused;   /* of those, persistent pages: lost, and logged */
-	uint64_t image_bytes;    /* the image's size */
-	uint64_t load_us;        /* the load's duration */
-	uint64_t exports;        /* NBD exports that took their pages back */
+	uint64_t warm;		  /* 1: this process started from an image */
+	uint64_t refused;	  /* images refused (did not check out, or another format) */
+	uint64_t pools, pages;	  /* pools and pages loaded */
+	uint64_t pages_refused;	  /* pages that found no room (a smaller local_mb) */
+	uint64_t pers_refused;	  /* of those, persistent pages: lost, and logged */
+	uint64_t image_bytes;	  /* the image's size */
+	uint64_t load_us;	  /* the load's duration */
+	uint64_t exports;	  /* NBD exports that took their pages back */
 	uint64_t exports_dropped; /* exports of the image that could not (changed, gone) */
 	/* the exports' records, kept from the load until restart_adopt_exports */
 	unsigned n_nbd;

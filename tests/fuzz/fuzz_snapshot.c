@@ -58,7 +58,7 @@ static int collect(void *arg, uint16_t tag, const void *h, size_t hl, const void
 
 static int load_all(struct zcache *z, const uint8_t *data, size_t size, struct snapshot_stats *st)
 {
-	struct image_reader r = { .map = data, .map_len = size, .off = 0, .end = size };
+	struct image_reader r = {.map = data, .map_len = size, .off = 0, .end = size};
 	struct snapshot_loader l;
 	const uint8_t *p;
 	uint16_t tag;
@@ -78,10 +78,10 @@ static int load_all(struct zcache *z, const uint8_t *data, size_t size, struct s
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct zcache_config cfg = { .local_mb = 2 };
+	struct zcache_config cfg = {.local_mb = 2};
 	struct zcache *z = zcache_create(&cfg), *z2;
 	struct snapshot_stats st, again, saved;
-	struct rec_buf out = { 0 };
+	struct rec_buf out = {0};
 	int rc;
 
 	fuzz_assert(z);
@@ -97,7 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fuzz_assert(load_all(z2, out.b, out.n, &again) == 0);
 		fuzz_assert(again.pools == saved.pools);
 		fuzz_assert(again.pages_local + again.pages_zero + again.pages_remote +
-				    again.pages_refused ==
+				again.pages_refused ==
 			    saved.pages_local + saved.pages_zero + saved.pages_remote);
 		zcache_destroy(z2);
 	}

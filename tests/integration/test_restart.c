@@ -22,9 +22,9 @@
 #include "collective.h"
 #include "harness.h"
 
-#define PAGE    4096
-static int SLOW = 1; /* RAMSTER_TEST_SLOW: sanitizer builds stretch the waits */
-#define PAGES   50000 /* over two pools */
+#define PAGE 4096
+static int SLOW = 1;  /* RAMSTER_TEST_SLOW: sanitizer builds stretch the waits */
+#define PAGES	50000 /* over two pools */
 #define PER_OBJ 512
 
 static uint64_t stat_of(ramster *r, const char *name)
@@ -104,7 +104,7 @@ static ramster *wait_back(struct harness *h)
 static void test_warm_restart(void **state)
 {
 	static const unsigned char uuid[16] = "restart-shared-1";
-	const char *args[] = { "--local-mb", "512", NULL };
+	const char *args[] = {"--local-mb", "512", NULL};
 	struct harness h;
 	ramster *r, *ops;
 	int priv, shared;
@@ -128,8 +128,9 @@ static void test_warm_restart(void **state)
 	assert_int_equal(kill(h.pid, SIGUSR2), 0);
 	ops = wait_back(&h);
 	assert_non_null(ops);
-	fprintf(stderr, "  node back (warm) after %.0f ms: %llu pools, %llu pages in %llu us "
-			"from a %.1f MiB image\n",
+	fprintf(stderr,
+		"  node back (warm) after %.0f ms: %llu pools, %llu pages in %llu us "
+		"from a %.1f MiB image\n",
 		(harness_now() - t0) * 1000.0, (unsigned long long)stat_of(ops, "restart_pools"),
 		(unsigned long long)stat_of(ops, "restart_pages"),
 		(unsigned long long)stat_of(ops, "restart_load_us"),
@@ -142,8 +143,9 @@ static void test_warm_restart(void **state)
 
 	/* the client rides through: a delay, not an error; the same pool ids */
 	bad = check_all(r, priv, shared, &eio);
-	fprintf(stderr, "  after the restart: %u of %d pages not identical, %u -EIO; "
-			"reconnects %llu\n",
+	fprintf(stderr,
+		"  after the restart: %u of %d pages not identical, %u -EIO; "
+		"reconnects %llu\n",
 		bad, PAGES, eio, (unsigned long long)ramster_reconnects(r));
 	assert_int_equal(bad, 0);
 	assert_int_equal(eio, 0);
@@ -303,10 +305,10 @@ int main(void)
 {
 	const char *slow = getenv("RAMSTER_TEST_SLOW");
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_warm_restart),
-		cmocka_unit_test(test_torn_image_refused),
-		cmocka_unit_test(test_restart_op),
-		cmocka_unit_test(test_collective_refused),
+	    cmocka_unit_test(test_warm_restart),
+	    cmocka_unit_test(test_torn_image_refused),
+	    cmocka_unit_test(test_restart_op),
+	    cmocka_unit_test(test_collective_refused),
 	};
 
 	if (slow && atoi(slow) > 1 && atoi(slow) <= 100)

@@ -26,7 +26,7 @@
 
 static struct zcache *tier(unsigned mb)
 {
-	struct zcache_config c = { .local_mb = mb };
+	struct zcache_config c = {.local_mb = mb};
 	struct zcache *z = zcache_create(&c);
 
 	assert_non_null(z);
@@ -35,7 +35,7 @@ static struct zcache *tier(unsigned mb)
 
 static struct tmem_oid oid_of(unsigned i)
 {
-	return (struct tmem_oid){ { 0x1000 + i / 64, 7, (uint64_t)i * 2654435761u } };
+	return (struct tmem_oid){{0x1000 + i / 64, 7, (uint64_t)i * 2654435761u}};
 }
 
 /* Page i: zero every 7th, random (incompressible) every 11th, else text-like. */
@@ -246,23 +246,24 @@ static void test_bad_records(void **state)
 		size_t len;
 		int want;
 	} cases[] = {
-		{ "a page before any pool", SNAPSHOT_TAG_PAGE, { 0 }, 40, -EBADMSG },
-		{ "a short pool record", SNAPSHOT_TAG_POOL, { 1 }, 15, -EBADMSG },
-		{ "a pool with unknown flags", SNAPSHOT_TAG_POOL, { 1, 0, 0, 0, 0x80 }, 16, -EBADMSG },
-		{ "a pool id past the table", SNAPSHOT_TAG_POOL, { 0, 0, 1, 0 }, 16, -EBADMSG },
-		{ "an unknown tag", 0x7777, { 0 }, 4, -EBADMSG },
+	    {"a page before any pool", SNAPSHOT_TAG_PAGE, {0}, 40, -EBADMSG},
+	    {"a short pool record", SNAPSHOT_TAG_POOL, {1}, 15, -EBADMSG},
+	    {"a pool with unknown flags", SNAPSHOT_TAG_POOL, {1, 0, 0, 0, 0x80}, 16, -EBADMSG},
+	    {"a pool id past the table", SNAPSHOT_TAG_POOL, {0, 0, 1, 0}, 16, -EBADMSG},
+	    {"an unknown tag", 0x7777, {0}, 4, -EBADMSG},
 	};
 	struct zcache *z = tier(16);
 	struct snapshot_loader l;
-	const uint8_t tier_rec[8] = { SNAPSHOT_VERSION, 0, 0, 0, 0, 0, 0, 0 };
-	const uint8_t other[8] = { SNAPSHOT_VERSION + 1 };
+	const uint8_t tier_rec[8] = {SNAPSHOT_VERSION, 0, 0, 0, 0, 0, 0, 0};
+	const uint8_t other[8] = {SNAPSHOT_VERSION + 1};
 	unsigned i;
 
 	(void)state;
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		snapshot_loader_init(&l, z);
 		assert_int_equal(snapshot_load_record(&l, SNAPSHOT_TAG_TIER, tier_rec, 8), 0);
-		if (snapshot_load_record(&l, cases[i].tag, cases[i].rec, cases[i].len) != cases[i].want)
+		if (snapshot_load_record(&l, cases[i].tag, cases[i].rec, cases[i].len) !=
+		    cases[i].want)
 			fail_msg("%s: not refused", cases[i].what);
 	}
 	snapshot_loader_init(&l, z);
@@ -276,9 +277,9 @@ static void test_bad_pages(void **state)
 {
 	struct zcache *z = tier(16);
 	struct snapshot_loader l;
-	const uint8_t tier_rec[8] = { SNAPSHOT_VERSION };
-	const uint8_t pool_rec[16] = { 5, 0, 0, 0, TMEM_PERSISTENT };
-	uint8_t page[40 + 8 + 64] = { 5 };
+	const uint8_t tier_rec[8] = {SNAPSHOT_VERSION};
+	const uint8_t pool_rec[16] = {5, 0, 0, 0, TMEM_PERSISTENT};
+	uint8_t page[40 + 8 + 64] = {5};
 	uint8_t again[40 + 8];
 	struct snapshot_stats st;
 	int fd;
@@ -352,10 +353,10 @@ static void test_bad_pages(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_round_trip),
-		cmocka_unit_test(test_torn_refused),
-		cmocka_unit_test(test_bad_records),
-		cmocka_unit_test(test_bad_pages),
+	    cmocka_unit_test(test_round_trip),
+	    cmocka_unit_test(test_torn_refused),
+	    cmocka_unit_test(test_bad_records),
+	    cmocka_unit_test(test_bad_pages),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
