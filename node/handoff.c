@@ -46,6 +46,16 @@ void handoff_push(struct handoff *q, struct handoff_item *it)
 	ev_async_send(q->loop, &q->wake);
 }
 
+bool handoff_empty(struct handoff *q)
+{
+	bool empty;
+
+	pthread_mutex_lock(&q->lock);
+	empty = !q->head;
+	pthread_mutex_unlock(&q->lock);
+	return empty;
+}
+
 struct handoff_item *handoff_fini(struct handoff *q)
 {
 	struct handoff_item *list;

@@ -13,6 +13,8 @@
 
 #include <pthread.h>
 
+#include <stdbool.h>
+
 #include <ev.h>
 
 struct handoff_item {
@@ -36,6 +38,9 @@ void handoff_init(struct handoff *q, struct ev_loop *loop, handoff_fn fn, void *
 
 /* Queue it and wake the loop. Any thread, any lock held. */
 void handoff_push(struct handoff *q, struct handoff_item *it);
+
+/* Whether nothing waits in q (any thread; a moment's answer). */
+bool handoff_empty(struct handoff *q);
 
 /*
  * Stop watching (loop thread; after every pusher has stopped).

@@ -25,6 +25,7 @@
 #include "node/client/client.h"
 #include "node/config.h"
 #include "node/config_keys.h"
+#include "node/clock.h"
 #include "node/log.h"
 #include "node/stats/metrics.h"
 #include "node/nbd/nbd.h"
@@ -190,6 +191,11 @@ struct main_node {
 	ev_timer restart_soon;   /* OP_RESTART: after its reply has gone out */
 	enum { MAIN_STOP, MAIN_RESTART_EXEC, MAIN_RESTART_FDSTORE } how;
 	struct restart_stats restart;
+	/* a warm restart in a collective waits for what is in flight (remote_quiet) */
+	ev_timer quiet;
+	int quiet_how; /* the restart it waits for; MAIN_STOP: none */
+	uint64_t quiet_until_ns;
+	unsigned quiet_ms; /* the wait's bound: request_timeout_ms and a second */
 };
 
 /* Whether the node may restart warm now; logs (and with why, says) why not. */
@@ -208,6 +214,58 @@ static bool main_warm_ok(struct main_node *n, char *why, size_t len)
 	return true;
 }
 
+static void main_break(struct main_node *n, int how)
+{
+	n->how = how;
+	notify_stopping(); /* STOPPING=1 to systemd */
+	spin_break(ev_userdata(n->loop)); /* the loop's driver (spin_create) */
+}
+
+/* Every 5 ms while a restart waits: is the collective quiet? */
+static void main_quiet_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct main_node *n = w->data;
+
+	if (remote_quiet(n->remote)) {
+		ev_timer_stop(loop, w);
+		main_break(n, n->quiet_how);
+		return;
+	}
+	if (clock_now_ns() < n->quiet_until_ns)
+		return;
+	ev_timer_stop(loop, w);
+	if (n->quiet_how == MAIN_RESTART_FDSTORE) {
+		log_error("restart: requests to peers still unanswered after %u ms: stopping cold",
+			  n->quiet_ms);
+		main_break(n, MAIN_STOP);
+		return;
+	}
+	log_error("restart: requests to peers still unanswered after %u ms: not restarting; "
+		  "the node runs on",
+		  n->quiet_ms);
+	n->quiet_how = MAIN_STOP;
+	remote_resume(n->remote);
+}
+
+/*
+ * Restart warm (how): at once on a lone node; in a collective once nothing
+ * is in flight but flushes owed (the remotify thread and re-replication
+ * stopped meanwhile), so that the image holds every page where it is.
+ */
+static void main_restart_begin(struct main_node *n, int how)
+{
+	if (n->quiet_how != MAIN_STOP)
+		return; /* one is waiting already */
+	if (!n->remote) {
+		main_break(n, how);
+		return;
+	}
+	remote_quiesce(n->remote);
+	n->quiet_how = how;
+	n->quiet_until_ns = clock_now_ns() + (uint64_t)n->quiet_ms * 1000000u;
+	ev_timer_again(n->loop, &n->quiet);
+}
+
 static void main_stop_cb(struct ev_loop *loop, ev_signal *w, int revents)
 {
 	struct main_node *n = w->data;
@@ -217,10 +275,11 @@ static void main_stop_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	/* under systemd with a fd store (the shipped unit): the image waits there
 	 * for the next start (systemctl restart); a stop drops it */
 	if (w->signum == SIGTERM && fds && !strcmp(fds, "1") && getenv("NOTIFY_SOCKET") &&
-	    main_warm_ok(n, NULL, 0))
-		n->how = MAIN_RESTART_FDSTORE;
-	notify_stopping(); /* STOPPING=1 to systemd */
-	spin_break(ev_userdata(loop)); /* the loop's driver (spin_create) */
+	    main_warm_ok(n, NULL, 0)) {
+		main_restart_begin(n, MAIN_RESTART_FDSTORE);
+		return;
+	}
+	main_break(n, MAIN_STOP);
 }
 
 /* SIGUSR2 (ramsterctl restart): re-execute, keeping every page. */
@@ -231,18 +290,14 @@ static void main_usr2_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	log_notice("SIGUSR2 received: restarting warm");
 	if (!main_warm_ok(n, NULL, 0))
 		return; /* logged: the node runs on */
-	n->how = MAIN_RESTART_EXEC;
-	notify_stopping();
-	spin_break(ev_userdata(loop));
+	main_restart_begin(n, MAIN_RESTART_EXEC);
 }
 
 static void main_restart_soon_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct main_node *n = w->data;
 
-	n->how = MAIN_RESTART_EXEC;
-	notify_stopping();
-	spin_break(ev_userdata(loop));
+	main_restart_begin(n, MAIN_RESTART_EXEC);
 }
 
 /* OP_RESTART (ramsterctl restart): 0 and the restart in 20 ms, once the reply is out. */
@@ -266,9 +321,7 @@ static void main_restart(struct main_node *n, char **argv)
 	uint64_t pages;
 	int fd, rc;
 
-	if (n->remote)
-		remote_quiesce(n->remote); /* the tier is walked: nothing may change it */
-	fd = restart_save(n->zcache, n->pools, n->nbd, &pages);
+	fd = restart_save(n->zcache, n->pools, n->nbd, n->remote, &pages);
 	if (fd < 0) {
 		log_error("restart: cannot write the image (%s): stopping cold", strerror(-fd));
 		return;
@@ -437,7 +490,8 @@ int main(int argc, char **argv)
 	pools_set_grace(n.pools, cfg.limits.reattach_grace_ms);
 	restart_fd = restart_find_image();
 	if (restart_fd >= 0 &&
-	    restart_load(restart_fd, n.zcache, n.pools, n.users, &n.restart) != 0) {
+	    restart_load(restart_fd, n.zcache, n.pools, n.users,
+			 self && cfg.n_nodes > 1 ? self->id : 0, &n.restart) != 0) {
 		/* refused (logged, counted): what it built goes, and the node starts cold */
 		pools_destroy(n.pools);
 		zcache_destroy(n.zcache);
@@ -459,6 +513,12 @@ int main(int argc, char **argv)
 		log_notice("node %s (id %u) joins cluster '%s' of %zu nodes at %s:%u (donate_mb %llu)",
 			   self->name, self->id, cfg.cluster_name, cfg.n_nodes, self->host,
 			   self->port, (unsigned long long)self->donate_mb);
+	}
+	/* a warm restart's collective: before any hello, and before remotify seals a page */
+	(void)restart_load_remote(&n.restart, n.remote); /* logged */
+	if (n.remote && remote_start(n.remote)) {
+		log_error("cannot start the remotify thread");
+		goto destroy_remote;
 	}
 	n.store = store_create(n.loop, n.zcache, n.remote, cfg.room_wait_ms);
 	if (!n.store) {
@@ -485,6 +545,11 @@ int main(int argc, char **argv)
 	};
 	ev_timer_init(&n.restart_soon, main_restart_soon_cb, 0.02, 0.);
 	n.restart_soon.data = &n;
+	ev_init(&n.quiet, main_quiet_cb);
+	n.quiet.repeat = 0.005;
+	n.quiet.data = &n;
+	n.quiet_how = MAIN_STOP;
+	n.quiet_ms = cfg.request_timeout_ms + 1000;
 	if (client_listen(&n.env, &n.listener, err, sizeof(err))) {
 		log_error("%s", err);
 		goto destroy_store;

@@ -278,9 +278,11 @@ struct cluster *cluster_create(struct ev_loop *loop, const struct config *cfg,
 	log_info("cluster %s: node %s (%u) on %s:%u, incarnation %016" PRIx64 ", %zu peers",
 		 c->name, self->name, self->id, self->host, (unsigned)self->port, c->incarnation,
 		 c->n_peers);
+	/* the first dials go when the loop runs: a warm restart sets what the
+	 * hellos announce before (cluster_warm_set) */
 	for (i = 0; i < c->n_peers; i++)
 		if (c->peers[i].dialer)
-			peer_dial(&c->peers[i]);
+			ev_timer_start(loop, &c->peers[i].redial);
 	return c;
 
 free_transport:

@@ -185,6 +185,33 @@ struct cluster_peer_info {
 	uint64_t ups, deaths;       /* times it came up / was declared dead */
 };
 
+/*
+ * A warm restart (node/restart/restart.h) keeps what peers know us by: our
+ * incarnation and, per peer, its incarnation, our epoch for it, its for us
+ * and the pages there. cluster_warm_get: fill out (up to max), @return how
+ * many. cluster_warm_set: after cluster_create, before the loop first runs
+ * (dials wait for it): @return 0, -EINVAL (incarnation 0), -EBUSY (a link
+ * exists already). A peer no longer configured is skipped, logged.
+ */
+struct cluster_warm_peer {
+	uint32_t id;
+	uint64_t incarnation;
+	uint32_t epoch, their_epoch;
+	uint64_t pages_there;
+};
+uint64_t cluster_incarnation(const struct cluster *c);
+size_t cluster_warm_get(const struct cluster *c, struct cluster_warm_peer *out, size_t max);
+int cluster_warm_set(struct cluster *c, uint64_t incarnation, const struct cluster_warm_peer *w,
+		     size_t n);
+
+/* Requests waiting for their replies, over every peer. */
+size_t cluster_pending(const struct cluster *c);
+
+/* Call fn for every pending request (node, its callback and argument), oldest first per peer. */
+void cluster_foreach_pending(const struct cluster *c,
+			     void (*fn)(void *ctx, uint32_t node, cluster_reply_fn cb, void *arg),
+			     void *ctx);
+
 /* Fill out with up to max peers. @return the number of peers. */
 size_t cluster_peers(struct cluster *c, struct cluster_peer_info *out, size_t max);
 

@@ -61,6 +61,65 @@ static void flog_add(struct remote *r, struct rflush *f)
 	}
 }
 
+void remote_flog_add(struct remote *r, uint32_t node, int op, const struct tmem_handle *h,
+		     uint64_t horizon)
+{
+	struct rflush *f = calloc(1, sizeof(*f));
+
+	if (!f) {
+		atomic_fetch_add(&r->flushes_dropped, 1);
+		return;
+	}
+	f->r = r;
+	f->node = node;
+	f->op = op;
+	f->h = *h;
+	f->horizon = horizon;
+	flog_add(r, f);
+}
+
+static void flush_cb(void *arg, int result, const Ramster__Peer__Msg *reply, const uint8_t *payload,
+		     size_t plen);
+
+struct owed_ctx {
+	void (*fn)(void *ctx, const struct rflush *f);
+	void *ctx;
+};
+
+static void owed_pending(void *ctx, uint32_t node, cluster_reply_fn cb, void *arg)
+{
+	struct owed_ctx *o = ctx;
+
+	if (cb == flush_cb)
+		o->fn(o->ctx, arg);
+}
+
+void remote_flush_walk(struct remote *r, void (*fn)(void *ctx, const struct rflush *f), void *ctx)
+{
+	struct owed_ctx o = {fn, ctx};
+	const struct rflush *f;
+	uint32_t n;
+
+	for (n = 1; n <= 64; n++)
+		for (f = r->flog[n].head; f; f = (const struct rflush *)f->item.next)
+			fn(ctx, f);
+	cluster_foreach_pending(r->cl, owed_pending, &o);
+}
+
+static void count_others(void *ctx, uint32_t node, cluster_reply_fn cb, void *arg)
+{
+	if (cb != flush_cb)
+		(*(size_t *)ctx)++;
+}
+
+size_t remote_pending_others(struct remote *r)
+{
+	size_t n = 0;
+
+	cluster_foreach_pending(r->cl, count_others, &n);
+	return n;
+}
+
 /* Forget the flushes owed to node: its copies are gone. */
 static void flog_forget(struct remote *r, uint32_t node)
 {
@@ -443,38 +502,10 @@ struct remote *remote_create(struct ev_loop *loop, struct zcache *z, const struc
 	if (!r->cl)
 		goto fail;
 	zcache_set_remote(z, &remote_zops, r);
-	if (remotify_start(r)) {
-		snprintf(err, errlen, "cannot start the remotify thread");
-		goto fail;
-	}
-	return r;
+	return r; /* remote_start starts the remotify thread */
 fail:
 	remote_destroy(r);
 	return NULL;
-}
-
-int remote_warm_check(struct remote *r, char *why, size_t len)
-{
-	struct foreign_stats fs;
-	struct zcache_stats zs;
-
-	zcache_get_stats(r->z, &zs);
-	foreign_get_stats(r->fs, &fs);
-	if (zs.remote_pages || fs.pages) {
-		/* peers would see a new incarnation: what they hold of ours, and we of
-		 * theirs, would be gone (the incarnation is not kept yet) */
-		snprintf(why, len,
-			 "%llu of our pages are on peers and we hold %llu of theirs: a warm restart "
-			 "keeps neither yet (drain the node first, or restart cold)",
-			 (unsigned long long)zs.remote_pages, (unsigned long long)fs.pages);
-		return -EBUSY;
-	}
-	return 0;
-}
-
-void remote_quiesce(struct remote *r)
-{
-	remotify_pause(r);
 }
 
 void remote_destroy(struct remote *r)

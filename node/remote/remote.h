@@ -33,14 +33,62 @@ struct remote *remote_create(struct ev_loop *loop, struct zcache *z, const struc
 /* Stop the thread, fail what is in flight, leave the collective. NULL ok. */
 void remote_destroy(struct remote *r);
 
+/* Start the remotify thread (after a warm restart's records are loaded). @return 0 or -errno. */
+int remote_start(struct remote *r);
+
 /*
- * A warm restart (node/restart/restart.h): whether it may keep every page
- * (0), or -EBUSY with why: pages on peers or held for them (the incarnation
- * and seal key are not carried over yet). remote_quiesce stops the remotify
- * thread so that the tier can be walked; only remote_destroy may follow.
+ * A warm restart (node/restart/restart.h, docs/warm-restart.md) keeps our
+ * incarnation, seal key and version, what we know of each peer, the flushes
+ * we owe and the pages we hold for others: to peers it is a link blip.
+ *
+ * remote_warm_check: whether it may (0), or -EBUSY with why (a drain runs).
+ * remote_quiesce stops the remotify thread and re-replication; then the loop
+ * runs until remote_quiet (nothing in flight but flushes owed), and
+ * remote_save writes the records - or remote_resume starts both again.
  */
 int remote_warm_check(struct remote *r, char *why, size_t len);
 void remote_quiesce(struct remote *r);
+bool remote_quiet(struct remote *r);
+void remote_resume(struct remote *r);
+
+enum {
+	REMOTE_TAG_SELF = 0x5201,
+	REMOTE_TAG_PEER = 0x5202,
+	REMOTE_TAG_FLUSH = 0x5203,
+	REMOTE_TAG_FOREIGN = 0x5204,
+};
+
+struct remote_restart_stats {
+	uint64_t peers, flushes, foreign;
+	uint64_t foreign_refused; /* load: pages held for peers that found no room */
+	uint64_t seal_refused;	  /* load: a key of another cipher (our remote pages lost) */
+};
+
+typedef int (*remote_emit_fn)(void *arg, uint16_t tag, const void *head, size_t head_len,
+			      const void *body, size_t body_len);
+
+/* Emit the records (remote_restart.c). @return 0 or emit's error. */
+int remote_save(struct remote *r, remote_emit_fn emit, void *arg, struct remote_restart_stats *st);
+
+/*
+ * Whether a record can be loaded by node self (0 when it runs without a
+ * collective): 0, -EBADMSG (malformed), -EPROTO (another node's).
+ */
+int remote_record_check(uint16_t tag, const uint8_t *p, size_t len, uint32_t self);
+
+/* Loads the records into a remote made and not yet started, before the loop runs. */
+struct remote_loader {
+	struct remote *r;
+	uint64_t incarnation;
+	struct cluster_warm_peer w[CONFIG_NODES_MAX];
+	size_t n;
+	struct remote_restart_stats st;
+};
+void remote_loader_init(struct remote_loader *l, struct remote *r);
+/* @return 0, or remote_record_check's error. */
+int remote_load_record(struct remote_loader *l, uint16_t tag, const uint8_t *p, size_t len);
+/* Apply what was loaded (the incarnation and peers). @return 0 or -EBUSY. */
+int remote_load_end(struct remote_loader *l);
 
 /* A finished remote get: 0 (page filled), -ENOENT (miss), -EIO (lost). */
 typedef void (*remote_get_fn)(void *arg, int result);

@@ -246,6 +246,13 @@ void remote_page_init(Ramster__Peer__Page *pg, const struct tmem_handle *h, unsi
 		      uint32_t checksum);
 /* Queue a flush of h on node: any thread, any lock held (tmem's hooks). */
 void remote_flush_queue(struct remote *r, uint32_t node, int op, const struct tmem_handle *h);
+/* A flush owed to node (a warm restart's image): logged until node's next link. */
+void remote_flog_add(struct remote *r, uint32_t node, int op, const struct tmem_handle *h,
+		     uint64_t horizon);
+/* Call fn for every flush owed: logged, or sent and not yet answered. */
+void remote_flush_walk(struct remote *r, void (*fn)(void *ctx, const struct rflush *f), void *ctx);
+/* Requests pending that are not flushes (puts, gets, returns...). */
+size_t remote_pending_others(struct remote *r);
 /* Send (or log, the holder being unreachable) a flush now: loop only. */
 void remote_flush_now(struct remote *r, uint32_t node, int op, const struct tmem_handle *h);
 /*

@@ -57,6 +57,26 @@ void seal_destroy(struct seal *s)
 	free(s);
 }
 
+void seal_save(const struct seal *s, uint8_t key[SEAL_KEY_BYTES], uint64_t *version,
+	       uint8_t *cipher)
+{
+	_Static_assert(sizeof(s->key) == SEAL_KEY_BYTES, "key size");
+	memcpy(key, s->key, SEAL_KEY_BYTES);
+	*version = atomic_load(&s->version);
+	*cipher = s->use_aes ? 1 : 2;
+}
+
+int seal_load(struct seal *s, const uint8_t key[SEAL_KEY_BYTES], uint64_t version, uint8_t cipher)
+{
+	if (cipher != (s->use_aes ? 1 : 2))
+		return -EPROTO;
+	memcpy(s->key, key, SEAL_KEY_BYTES);
+	if (s->use_aes)
+		crypto_aead_aes256gcm_beforenm(&s->aes, s->key);
+	atomic_store(&s->version, version);
+	return 0;
+}
+
 const char *seal_cipher(const struct seal *s)
 {
 	return s->use_aes ? "aes-256-gcm" : "xchacha20-poly1305";

@@ -55,6 +55,19 @@ const char *seal_cipher(const struct seal *s);
  */
 uint64_t seal_horizon(const struct seal *s);
 
+/*
+ * A warm restart keeps the key, so that the copies on peers still open, and
+ * the version counter, so that no nonce is used twice under it: seal_save
+ * writes both (the key: SEAL_KEY_BYTES); seal_load takes them back into a
+ * sealer made by seal_create for the same owner and mode. @return 0, or
+ * -EPROTO (another cipher: a CPU without the instructions the key was used
+ * with cannot open its pages).
+ */
+#define SEAL_KEY_BYTES 32
+void seal_save(const struct seal *s, uint8_t key[SEAL_KEY_BYTES], uint64_t *version,
+	       uint8_t *cipher);
+int seal_load(struct seal *s, const uint8_t key[SEAL_KEY_BYTES], uint64_t version, uint8_t cipher);
+
 size_t seal_page(struct seal *s, const struct tmem_handle *h, const void *data, size_t len,
 		 uint8_t *out, uint32_t *version);
 

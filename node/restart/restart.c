@@ -16,6 +16,7 @@
 #include "node/client/pools.h"
 #include "node/log.h"
 #include "node/nbd/nbd.h"
+#include "node/remote/remote.h"
 #include "node/store.h"
 #include "node/restart/image.h"
 #include "node/restart/restart.h"
@@ -75,8 +76,10 @@ static int emit(void *arg, uint16_t tag, const void *h, size_t hl, const void *b
 	return image_record(arg, tag, h, hl, b, bl);
 }
 
-int restart_save(struct zcache *z, struct pools *p, const struct nbd *nbd, uint64_t *pages)
+int restart_save(struct zcache *z, struct pools *p, const struct nbd *nbd, struct remote *r,
+		 uint64_t *pages)
 {
+	struct remote_restart_stats rs = {0};
 	struct snapshot_stats st;
 	struct image_writer w;
 	uint64_t t0 = now_us();
@@ -94,6 +97,9 @@ int restart_save(struct zcache *z, struct pools *p, const struct nbd *nbd, uint6
 		rc = nbd_save(nbd, emit, &w);
 	if (!rc)
 		rc = snapshot_save(z, emit, &w, &st);
+	/* the collective last: the load applies it once the cluster is made */
+	if (!rc && r)
+		rc = remote_save(r, emit, &w, &rs);
 	if (!rc)
 		rc = image_write_end(&w);
 	else
@@ -110,6 +116,11 @@ int restart_save(struct zcache *z, struct pools *p, const struct nbd *nbd, uint6
 		   (unsigned long long)st.pools, (unsigned long long)*pages,
 		   (unsigned long long)st.pages_local, (unsigned long long)st.pages_zero,
 		   (unsigned long long)st.pages_remote, (double)(now_us() - t0) / 1000.0);
+	if (r)
+		log_notice("restart: the collective: %llu peers, %llu pages held for them, %llu "
+			   "flushes owed",
+			   (unsigned long long)rs.peers, (unsigned long long)rs.foreign,
+			   (unsigned long long)rs.flushes);
 	return fd;
 }
 
@@ -161,9 +172,10 @@ void restart_adopt_exports(struct restart_stats *st, struct nbd *nbd, struct sto
 	drop_exports(st);
 }
 
-int restart_load(int fd, struct zcache *z, struct pools *p, struct users *u,
+int restart_load(int fd, struct zcache *z, struct pools *p, struct users *u, uint32_t self,
 		 struct restart_stats *st)
 {
+	bool remote_seen = false, self_seen = false;
 	struct snapshot_loader l;
 	struct image_reader r;
 	const char *why = NULL;
@@ -185,7 +197,18 @@ int restart_load(int fd, struct zcache *z, struct pools *p, struct users *u,
 	st->image_bytes = r.map_len;
 	snapshot_loader_init(&l, z);
 	while ((rc = image_next(&r, &tag, &rec, &len)) == 1) {
-		if (tag >= SNAPSHOT_TAG_TIER && tag <= SNAPSHOT_TAG_PAGE)
+		if (tag >= REMOTE_TAG_SELF && tag <= REMOTE_TAG_FOREIGN) {
+			/* checked now, loaded once the cluster is made (restart_load_remote) */
+			if (!remote_seen)
+				st->remote_off = (size_t)(rec - r.map) - 8;
+			remote_seen = true;
+			self_seen |= tag == REMOTE_TAG_SELF;
+			rc = remote_record_check(tag, rec, len, self);
+			if (!rc && tag == REMOTE_TAG_SELF && st->remote_off != (size_t)(rec - r.map) - 8)
+				rc = -EBADMSG; /* SELF comes first */
+		} else if (remote_seen)
+			rc = -EBADMSG; /* the collective's records come last */
+		else if (tag >= SNAPSHOT_TAG_TIER && tag <= SNAPSHOT_TAG_PAGE)
 			rc = snapshot_load_record(&l, tag, rec, len);
 		else if (tag == NBD_TAG_EXPORT)
 			rc = keep_export(st, rec, len);
@@ -194,7 +217,12 @@ int restart_load(int fd, struct zcache *z, struct pools *p, struct users *u,
 		if (rc)
 			break;
 	}
-	image_read_close(&r);
+	if (!rc && l.st.pages_remote && !self_seen)
+		rc = -EPROTO; /* remote pages without the collective that holds them */
+	if (!rc && remote_seen) {
+		st->image = r; /* mapped until restart_load_remote */
+	} else
+		image_read_close(&r);
 	if (rc) {
 		drop_exports(st);
 		st->refused++;
@@ -218,6 +246,41 @@ int restart_load(int fd, struct zcache *z, struct pools *p, struct users *u,
 			  (unsigned long long)l.st.pages_refused,
 			  (unsigned long long)l.st.pers_refused);
 	return 0;
+}
+
+int restart_load_remote(struct restart_stats *st, struct remote *r)
+{
+	struct image_reader *im = &st->image;
+	struct remote_loader *l;
+	const uint8_t *rec;
+	uint16_t tag;
+	size_t len;
+	int rc = 0;
+
+	if (!im->map)
+		return 0;
+	l = r ? malloc(sizeof(*l)) : NULL;
+	if (l) {
+		remote_loader_init(l, r);
+		im->off = st->remote_off;
+		while (!rc && image_next(im, &tag, &rec, &len) == 1)
+			rc = remote_load_record(l, tag, rec, len); /* checked already: 0 */
+		if (!rc)
+			rc = remote_load_end(l);
+		st->peers = l->st.peers;
+		st->foreign = l->st.foreign;
+		st->foreign_refused = l->st.foreign_refused;
+		st->flushes = l->st.flushes;
+		free(l);
+	} else if (r) {
+		rc = -ENOMEM;
+	}
+	image_read_close(im);
+	if (rc)
+		log_error("restart: the collective's records could not be loaded (%s): peers see a "
+			  "new incarnation",
+			  strerror(-rc));
+	return rc;
 }
 
 int restart_exec(int fd, char **argv)
@@ -268,4 +331,9 @@ void restart_foreach_stat(const struct restart_stats *st,
 	fn(arg, "restart_exports", st->exports, "NBD exports that took their pages back");
 	fn(arg, "restart_exports_dropped", st->exports_dropped,
 	   "exports of the image that could not (renamed, resized, gone): pages dropped");
+	fn(arg, "restart_peers", st->peers, "peers whose sessions the restart kept");
+	fn(arg, "restart_foreign", st->foreign, "pages held for peers that the restart kept");
+	fn(arg, "restart_foreign_refused", st->foreign_refused,
+	   "pages held for peers that found no room after the restart (their owners' loss)");
+	fn(arg, "restart_flushes", st->flushes, "flushes owed to holders that the restart kept");
 }

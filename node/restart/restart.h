@@ -21,6 +21,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "node/restart/image.h"
+
 #define RESTART_ENV    "RAMSTER_RESTART_FD"
 #define RESTART_FDNAME "ramster-image"
 #define RESTART_KIND   0x4e4f4445u /* "NODE": the image of a whole node */
@@ -32,6 +34,7 @@ struct nbd;
 struct store;
 struct pools;
 struct users;
+struct remote;
 
 struct restart_stats {
 	uint64_t warm;		  /* 1: this process started from an image */
@@ -43,6 +46,13 @@ struct restart_stats {
 	uint64_t load_us;	  /* the load's duration */
 	uint64_t exports;	  /* NBD exports that took their pages back */
 	uint64_t exports_dropped; /* exports of the image that could not (changed, gone) */
+	uint64_t peers;		  /* peers whose sessions were kept (our incarnation kept) */
+	uint64_t foreign;	  /* pages held for peers, kept */
+	uint64_t foreign_refused; /* pages held for peers that found no room: their owners' loss */
+	uint64_t flushes;	  /* flushes owed to holders, kept */
+	/* the image, mapped from the load until restart_load_remote, when it has a collective's records */
+	struct image_reader image;
+	size_t remote_off;
 	/* the exports' records, kept from the load until restart_adopt_exports */
 	unsigned n_nbd;
 	struct restart_rec {
@@ -55,19 +65,30 @@ struct restart_stats {
 int restart_find_image(void);
 
 /*
- * Write z's pools and pages, p's directory and nbd's exports (NULL: none)
- * into a new memfd. @return the
- * fd (not close-on-exec), or -errno; *pages gets the pages written.
+ * Write z's pools and pages, p's directory, nbd's exports and the
+ * collective's records of r (NULL: none) into a new memfd. @return the fd
+ * (not close-on-exec), or -errno; *pages gets the pages written.
  */
-int restart_save(struct zcache *z, struct pools *p, const struct nbd *nbd, uint64_t *pages);
+int restart_save(struct zcache *z, struct pools *p, const struct nbd *nbd, struct remote *r,
+		 uint64_t *pages);
 
 /*
- * Load the image on fd (closed here) into a new node's empty z and p.
- * @return 0; -EBADMSG or -EPROTO when refused (logged and counted: the
- * caller then recreates z and p empty and starts cold).
+ * Load the image on fd (closed here) into a new node's empty z and p; self
+ * is this node's id in its collective (0: none), which the image's
+ * collective records must name. @return 0; -EBADMSG or -EPROTO when refused
+ * (logged and counted: the caller then recreates z and p empty and starts
+ * cold).
  */
-int restart_load(int fd, struct zcache *z, struct pools *p, struct users *u,
+int restart_load(int fd, struct zcache *z, struct pools *p, struct users *u, uint32_t self,
 		 struct restart_stats *st);
+
+/*
+ * After remote_create, before remote_start and the loop: the collective's
+ * records (our incarnation, the peers, the pages held for them, flushes
+ * owed) go into r; the image is unmapped. r NULL: only unmaps.
+ * @return 0, or -EBUSY (the cluster had started: logged).
+ */
+int restart_load_remote(struct restart_stats *st, struct remote *r);
 
 /*
  * After the NBD frontend is made (nbd may be NULL: no exports now): each
