@@ -39,6 +39,7 @@ cases=(
 	"stop|--drill stop --nodes 3"
 	"partition|--drill partition --nodes 3"
 	"restart|--drill restart --nodes 3"
+	"restart-warm|--drill restart-warm --nodes 3"
 	"kill-r2|--drill kill --replicas 2 --nodes 3"
 	# four nodes: after the kill two peers live, so n1 can restore both copies
 	"kill-r2-n4|--drill kill --replicas 2 --nodes 4"

@@ -51,7 +51,7 @@
 /* ---- the run: options, what it made (main.c) ------------------------------------ */
 
 enum drill { D_KILL, D_STOP, D_PARTITION, D_RESTART, D_DRAIN, D_KILL_TWO, D_OWNER_STOP,
-	     D_OWNER_PARTITION, D_CLOCK, D_STALL };
+	     D_OWNER_PARTITION, D_CLOCK, D_STALL, D_RESTART_WARM };
 extern const char *const drill_names[]; /* by enum drill, as --drill takes them */
 
 struct opts {
@@ -264,6 +264,9 @@ struct result {
 	 * table, and what every peer holds for it (pages, bytes charged) */
 	uint64_t mem_remote, mem_records, mem_table, mem_peer_pages, mem_peer_used;
 	uint64_t deaths0, deaths; /* n1's cluster_peer_deaths at the fault and at the end */
+	/* restart-warm: n1's cluster_peer_restarts at the fault and at the end; what
+	 * n2 held for n1 then, what its image brought back, its restart_warm after */
+	uint64_t restarts0, restarts, held_at_fault, kept, warm;
 	double clock_h;		  /* clock-step: n1's wall clock offset as it logged n2's stop */
 	int stall_rc;		  /* stall: the NBD client's exit status */
 	char stall_lag[24];	  /* stall: n1's loop_lag_max_us after it */

@@ -220,18 +220,41 @@ static int stall_request(double *ms)
 	double t = now_ms();
 	int rc;
 
-	snprintf(cmd, sizeof(cmd),
-		 NBD_PYTHON " -c 'import nbd\n"
-		 "h = nbd.NBD(); h.set_export_name(\"stall\"); h.connect_unix(\"%s/n1.nbd\")\n"
-		 "G = 1 << 30\n"
-		 "c = [h.aio_zero(2 * G, i * 2 * G, flags=nbd.CMD_FLAG_NO_HOLE) for i in range(%u)]\n"
-		 "while h.aio_in_flight() > 0: h.poll(-1)\n"
-		 "[h.aio_command_completed(x) for x in c]\n"
-		 "h.shutdown()'",
-		 run.dir, STALL_GB / 2);
+	snprintf(
+	    cmd, sizeof(cmd),
+	    NBD_PYTHON
+	    " -c 'import nbd\n"
+	    "h = nbd.NBD(); h.set_export_name(\"stall\"); h.connect_unix(\"%s/n1.nbd\")\n"
+	    "G = 1 << 30\n"
+	    "c = [h.aio_zero(2 * G, i * 2 * G, flags=nbd.CMD_FLAG_NO_HOLE) for i in range(%u)]\n"
+	    "while h.aio_in_flight() > 0: h.poll(-1)\n"
+	    "[h.aio_command_completed(x) for x in c]\n"
+	    "h.shutdown()'",
+	    run.dir, STALL_GB / 2);
 	rc = sh("%s", cmd);
 	*ms = now_ms() - t;
 	return rc;
+}
+
+/*
+ * restart-warm: wait until n2 answers from its new image (restart_warm 1).
+ * @return ms since t0, -1 if not within 60 s; res->warm and res->kept set.
+ */
+static double restart_wait_warm(struct result *res, double t0)
+{
+	do {
+		uint64_t warm = node_stat(2, "restart_warm");
+
+		if (warm != NOSTAT && warm == 1) {
+			res->warm = warm;
+			res->kept = node_stat(2, "restart_foreign");
+			return now_ms() - t0;
+		}
+		sleep_ms(POLL_MS);
+	} while (now_ms() - t0 < 60000);
+	res->warm = 0;
+	res->kept = 0;
+	return -1;
 }
 
 void fault(struct result *res, ramster *r1)
@@ -240,7 +263,7 @@ void fault(struct result *res, ramster *r1)
 	double t0, tk, rejoined_at = 0;
 	double hold = hold_ms();
 	bool back = o.drill == D_STOP || o.drill == D_PARTITION || o.drill == D_RESTART ||
-		    o.drill == D_CLOCK;
+		    o.drill == D_CLOCK || o.drill == D_RESTART_WARM;
 	unsigned watch = res->victims; /* whose state n1 is asked about */
 	ramster *rw2 = NULL, *n1 = r1; /* r1 asks n2 while n1 is the victim */
 
@@ -259,7 +282,8 @@ void fault(struct result *res, ramster *r1)
 		/* n1's loop busy with one request: no fault to detect, only its end */
 		atomic_store(&cl.pause_writes, false);
 		res->stall_rc = stall_request(&res->hold_ms);
-		note("%u GiB of pipelined WRITE_ZEROES took %.0f ms (exit %d); n1's longest loop batch %s us",
+		note("%u GiB of pipelined WRITE_ZEROES took %.0f ms (exit %d); n1's longest loop "
+		     "batch %s us",
 		     STALL_GB, res->hold_ms, res->stall_rc,
 		     stat_str(res->stall_lag, sizeof(res->stall_lag),
 			      node_stat(1, "loop_lag_max_us")));
@@ -295,6 +319,18 @@ void fault(struct result *res, ramster *r1)
 	case D_STOP:
 		kill(run.pid[2], SIGSTOP);
 		break;
+	case D_RESTART_WARM:
+		/* n2 writes its image and re-executes (the same pid); n1 sees its link
+		 * go and come back with the same incarnation */
+		kill(run.pid[2], SIGUSR2);
+		res->detect_ms = restart_wait_warm(res, t0);
+		note("n2 is back warm after %.0f ms (restart_warm %llu): %llu of the %llu pages "
+		     "it held for n1 kept",
+		     res->detect_ms, (unsigned long long)res->warm, (unsigned long long)res->kept,
+		     (unsigned long long)res->held_at_fault);
+		res->dead_ms = -1;
+		atomic_store(&cl.pause_writes, false);
+		goto back;
 	case D_OWNER_STOP:
 	case D_OWNER_PARTITION:
 		/* the holders see the owner go: ask n2 */
@@ -342,6 +378,7 @@ void fault(struct result *res, ramster *r1)
 	for (i = 2; i <= o.nodes; i++)
 		if (res->victims & (1u << i) && !drill_pause())
 			waitpid(run.pid[i], NULL, 0), run.pid[i] = 0;
+back:
 
 	switch (o.drill) {
 	case D_STOP:

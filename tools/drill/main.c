@@ -43,8 +43,9 @@ struct opts o = {
     .bin = "build/bin",
 };
 
-const char *const drill_names[] = {"kill",    "stop",  "partition",
-					  "restart", "drain", "kill-two", "owner-stop", "owner-partition", "clock-step", "stall"};
+const char *const drill_names[] = {"kill",	 "stop",     "partition",   "restart",
+				   "drain",	 "kill-two", "owner-stop",  "owner-partition",
+				   "clock-step", "stall",    "restart-warm"};
 
 struct drill_run run;
 
@@ -135,7 +136,8 @@ static int drill_run(void)
 
 		if (access(FAKETIME_LIB, R_OK)) {
 			printf("SKIP: no %s (Debian's libfaketime): n1's wall clock cannot be "
-			       "stepped alone\n", FAKETIME_LIB);
+			       "stepped alone\n",
+			       FAKETIME_LIB);
 			return EXIT_SKIP;
 		}
 		snprintf(rc, sizeof(rc), "%s/faketime.rc", run.dir);
@@ -170,7 +172,7 @@ static int drill_run(void)
 		res.live_after -= res.nvictims;
 	if (o.drill == D_DRAIN)
 		res.expect = EX_DRAINED;
-	else if (drill_pause())
+	else if (drill_pause() || o.drill == D_RESTART_WARM)
 		res.expect = EX_NONE;
 	else if (o.replicas == 1)
 		res.expect = EX_EXACT;
@@ -240,8 +242,11 @@ static int drill_run(void)
 	}
 	peers_in(r1, res.victims, "up", &res.lent);
 	res.deaths0 = node_stat(1, "cluster_peer_deaths");
+	res.restarts0 = node_stat(1, "cluster_peer_restarts");
+	res.held_at_fault = node_stat(2, "foreign_pages");
 	fault(&res, r1); /* resumes the client's writes once the fault is in */
 	res.deaths = node_stat(1, "cluster_peer_deaths");
+	res.restarts = node_stat(1, "cluster_peer_restarts");
 	atomic_store(&cl.phase, PH_DONE);
 	pthread_join(cl.th, NULL);
 	res.rerep = node_stat(1, "replica_rereplicated");
@@ -274,42 +279,45 @@ static int drill_run(void)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: ramster-drill --drill NAME [options]\n"
-		"       ramster-drill --cleanup\n"
-		"Build a ramster collective in network namespaces on this machine, inject a\n"
-		"fault while a client reads and writes through node 1, and verify every page.\n"
-		"Needs root (ip netns). Exit: 0 pass, 1 fail, 2 usage/set-up error, 77 skipped.\n"
-		"\n"
-		"Drills: kill, stop, partition, restart (n2 is the victim), drain (n2 drains,\n"
-		"then is killed), kill-two (n2 and n3 are killed at once), owner-stop,\n"
-		"owner-partition (n1, the owner, is paused or cut off), clock-step (n1's wall\n"
-		"clock jumps 2 h ahead, then 2 h behind, then n2 is paused: needs libfaketime).\n"
-		"Pauses and partitions last 3 s (or 2 x dead_after_ms), far below orphan_after_ms:\n"
-		"they must lose nothing and answer no get -EIO. stall: one NBD WRITE_ZEROES of\n"
-		"4 GiB holds n1's loop (needs python3-libnbd); nothing may be lost either.\n"
-		"\n"
-		"  -d, --drill NAME       the drill to run\n"
-		"  -n, --nodes N          nodes in the collective, 2..%d (default 3; kill-two 5)\n"
-		"  -r, --replicas N       the cluster's replicas, 1..%d (default 1; kill-two 3);\n"
-		"                         needs nodes >= replicas + 1\n"
-		"  -m, --local-mb N       node 1's local tier, MiB (default 4)\n"
-		"  -p, --pages N          pages written (default: 8x local_mb in pages)\n"
-		"      --dead-after-ms N  the cluster's dead_after_ms (default 1000)\n"
-		"      --heartbeat-ms N   the cluster's heartbeat_ms (default 100)\n"
-		"  -b, --bin DIR          where ramsterd and ramsterctl are (default build/bin)\n"
-		"  -k, --keep             leave the namespaces and files for debugging\n"
-		"  -j, --json             the report as one JSON object\n"
-		"      --latency-floor enforce|report\n"
-		"                         fail on a missed get latency floor (default), or\n"
-		"                         only report it (sanitizer builds: their slowness\n"
-		"                         is not the collective's)\n"
-		"      --detection-floor enforce|report\n"
-		"                         the same for the detection floor (time to dead)\n"
-		"      --cleanup          remove leftovers: namespaces rd-*, /tmp/ramster-drill.*\n"
-		"                         (not those of a drill still running)\n"
-		"  -h, --help             this help\n",
-		NODES_MAX, REPLICAS_MAX);
+	fprintf(
+	    f,
+	    "Usage: ramster-drill --drill NAME [options]\n"
+	    "       ramster-drill --cleanup\n"
+	    "Build a ramster collective in network namespaces on this machine, inject a\n"
+	    "fault while a client reads and writes through node 1, and verify every page.\n"
+	    "Needs root (ip netns). Exit: 0 pass, 1 fail, 2 usage/set-up error, 77 skipped.\n"
+	    "\n"
+	    "Drills: kill, stop, partition, restart (n2 is the victim), drain (n2 drains,\n"
+	    "then is killed), kill-two (n2 and n3 are killed at once), owner-stop,\n"
+	    "owner-partition (n1, the owner, is paused or cut off), clock-step (n1's wall\n"
+	    "clock jumps 2 h ahead, then 2 h behind, then n2 is paused: needs libfaketime),\n"
+	    "restart-warm (n2, a holder, restarts warm: SIGUSR2; nothing may be lost and n1\n"
+	    "must see no new incarnation).\n"
+	    "Pauses and partitions last 3 s (or 2 x dead_after_ms), far below orphan_after_ms:\n"
+	    "they must lose nothing and answer no get -EIO. stall: one NBD WRITE_ZEROES of\n"
+	    "4 GiB holds n1's loop (needs python3-libnbd); nothing may be lost either.\n"
+	    "\n"
+	    "  -d, --drill NAME       the drill to run\n"
+	    "  -n, --nodes N          nodes in the collective, 2..%d (default 3; kill-two 5)\n"
+	    "  -r, --replicas N       the cluster's replicas, 1..%d (default 1; kill-two 3);\n"
+	    "                         needs nodes >= replicas + 1\n"
+	    "  -m, --local-mb N       node 1's local tier, MiB (default 4)\n"
+	    "  -p, --pages N          pages written (default: 8x local_mb in pages)\n"
+	    "      --dead-after-ms N  the cluster's dead_after_ms (default 1000)\n"
+	    "      --heartbeat-ms N   the cluster's heartbeat_ms (default 100)\n"
+	    "  -b, --bin DIR          where ramsterd and ramsterctl are (default build/bin)\n"
+	    "  -k, --keep             leave the namespaces and files for debugging\n"
+	    "  -j, --json             the report as one JSON object\n"
+	    "      --latency-floor enforce|report\n"
+	    "                         fail on a missed get latency floor (default), or\n"
+	    "                         only report it (sanitizer builds: their slowness\n"
+	    "                         is not the collective's)\n"
+	    "      --detection-floor enforce|report\n"
+	    "                         the same for the detection floor (time to dead)\n"
+	    "      --cleanup          remove leftovers: namespaces rd-*, /tmp/ramster-drill.*\n"
+	    "                         (not those of a drill still running)\n"
+	    "  -h, --help             this help\n",
+	    NODES_MAX, REPLICAS_MAX);
 }
 
 static unsigned long long num(const char *opt, const char *s, unsigned long long lo,
@@ -418,13 +426,12 @@ int main(int argc, char **argv)
 	if (do_cleanup)
 		return cleanup_leftovers();
 	if (!drill)
-		die("no --drill (kill, stop, partition, restart, drain, kill-two)");
+		die("no --drill (try --help for the list)");
 	for (k = 0; k < sizeof(drill_names) / sizeof(drill_names[0]); k++)
 		if (!strcmp(drill, drill_names[k]))
 			break;
 	if (k == sizeof(drill_names) / sizeof(drill_names[0]))
-		die("--drill: unknown drill '%s' (kill, stop, partition, restart, drain, kill-two)",
-		    drill);
+		die("--drill: unknown drill '%s' (try --help for the list)", drill);
 	o.drill = (enum drill)k;
 	/* kill-two loses nothing only with a third copy; five nodes leave it two
 	 * live peers after the two deaths */

@@ -82,6 +82,11 @@ static void report_json(const struct result *res, bool pass, const char *why)
 	jout_uint(j, t->errors, "errors");
 	jout_uint(j, res->expected_lost, "victim_foreign_pages");
 	jout_ms(j, true, res->detect_ms, false, "detect_ms");
+	if (o.drill == D_RESTART_WARM) {
+		jout_uint(j, res->kept, "warm_pages_kept");
+		jout_uint(j, res->held_at_fault, "warm_pages_held");
+		jout_uint(j, delta(res->restarts, res->restarts0), "peer_restarts_seen");
+	}
 	jout_ms(j, true, res->dead_ms, false, "dead_ms");
 	jout_round(j, res->floor_ms, "detect_floor_ms");
 	jout_bool(j, res->floor_met, "detect_floor_met");
@@ -130,7 +135,7 @@ void report(const struct result *res, bool pass, const char *why)
 	const struct tally *t = &res->t;
 	uint64_t missed_new = fault_misses(t);
 	char rejoin[32] = "n/a", b[4][24];
-	bool dies = o.drill != D_RESTART; /* n1 declares the victims dead */
+	bool dies = o.drill != D_RESTART && o.drill != D_RESTART_WARM; /* n1 declares them dead */
 	static const char *const phase_names[] = {"steady", "detect", "after"};
 	unsigned k;
 
@@ -176,9 +181,10 @@ void report(const struct result *res, bool pass, const char *why)
 	       (unsigned long long)res->lent);
 	switch (res->expect) {
 	case EX_EXACT:
-		printf("lost + new misses    %llu (expected %llu: replicas 1, the victim's pages)\n",
-		       (unsigned long long)(t->lost + missed_new),
-		       (unsigned long long)res->expected_lost);
+		printf(
+		    "lost + new misses    %llu (expected %llu: replicas 1, the victim's pages)\n",
+		    (unsigned long long)(t->lost + missed_new),
+		    (unsigned long long)res->expected_lost);
 		break;
 	case EX_BOUNDED:
 		printf("lost + new misses    %llu (at most %llu: pages with every copy on a "
@@ -197,11 +203,26 @@ void report(const struct result *res, bool pass, const char *why)
 		       (unsigned long long)(t->lost + missed_new));
 		break;
 	case EX_NONE:
+		if (o.drill == D_RESTART_WARM) {
+			char d[24];
+
+			printf("lost + new misses    %llu (expected 0: a warm restart)\n",
+			       (unsigned long long)(t->lost + missed_new));
+			printf("gets -EIO            %llu during the drill (expected 0)\n",
+			       (unsigned long long)res->eio_drill);
+			printf("warm restart         n2 back warm after %.0f ms, kept %llu of the "
+			       "%llu "
+			       "pages it held; n1 saw %s new incarnation(s) (expected 0)\n",
+			       res->detect_ms, (unsigned long long)res->kept,
+			       (unsigned long long)res->held_at_fault,
+			       stat_str(d, sizeof(d), delta(res->restarts, res->restarts0)));
+			break;
+		}
 		printf("lost + new misses    %llu (expected 0: a %.0f ms %s, orphan_after_ms is "
 		       "minutes)\n",
 		       (unsigned long long)(t->lost + missed_new), res->hold_ms,
 		       o.drill == D_PARTITION || o.drill == D_OWNER_PARTITION ? "partition"
-									     : "pause");
+									      : "pause");
 		printf("gets -EIO            %llu during the drill (expected 0: request_timeout_ms "
 		       "%.0f is above the pause)\n",
 		       (unsigned long long)res->eio_drill, hold_ms() + 3000);
@@ -212,9 +233,10 @@ void report(const struct result *res, bool pass, const char *why)
 		if (o.drill == D_CLOCK) {
 			char d[24];
 
-			printf("peers declared       %s by n1 through two clock steps and n2's stop "
-			       "(expected 1)\n",
-			       stat_str(d, sizeof(d), delta(res->deaths, res->deaths0)));
+			printf(
+			    "peers declared       %s by n1 through two clock steps and n2's stop "
+			    "(expected 1)\n",
+			    stat_str(d, sizeof(d), delta(res->deaths, res->deaths0)));
 		}
 		break;
 	}
@@ -227,25 +249,32 @@ void report(const struct result *res, bool pass, const char *why)
 			       stat_str(b[1], sizeof(b[1]), res->drain_failed),
 			       stat_str(b[2], sizeof(b[2]), res->drain_foreign));
 		else
-			printf("drain                not done after %.0f ms (ramsterctl exit %d; n2 "
-			       "foreign_pages %s at the kill)\n",
-			       res->drain_ms, res->drain_rc,
-			       stat_str(b[2], sizeof(b[2]), res->drain_foreign));
+			printf(
+			    "drain                not done after %.0f ms (ramsterctl exit %d; n2 "
+			    "foreign_pages %s at the kill)\n",
+			    res->drain_ms, res->drain_rc,
+			    stat_str(b[2], sizeof(b[2]), res->drain_foreign));
 	}
-	printf("time to detect       %.0f ms (n1's peers shows %s not up%s)\n", res->detect_ms,
-	       res->nvictims > 1 ? "them" : "n2", o.drill == D_DRAIN ? "; from the kill" : "");
+	if (o.drill != D_RESTART_WARM)
+		printf("time to detect       %.0f ms (n1's peers shows %s not up%s)\n",
+		       res->detect_ms, res->nvictims > 1 ? "them" : "n2",
+		       o.drill == D_DRAIN ? "; from the kill" : "");
 	if (dies)
 		printf("time to dead         %.0f ms (n1 declared %s dead: %s)\n", res->dead_ms,
 		       res->nvictims > 1 ? "them" : "it",
-		       o.drill == D_DRAIN		? "it held nothing any more"
+		       o.drill == D_DRAIN	    ? "it held nothing any more"
 		       : o.replicas > res->nvictims ? "other copies serve"
-						    : drill_pause() ? "unreachable: its pages kept"
+		       : drill_pause()		    ? "unreachable: its pages kept"
 						    : "pages with no other copy are lost");
-	printf("detection floor      %s %.0f ms <= %.0f ms: %s (dead_after %u + 2 x heartbeat %u "
-	       "+ %u slack: %u ms polls, %u ms scheduling)\n",
-	       dies ? "time to dead" : "time to detect", res->floor_seen, res->floor_ms,
-	       res->floor_met ? "met" : "MISSED", o.dead_after_ms, o.heartbeat_ms,
-	       POLL_MS + SCHED_SLACK, POLL_MS, SCHED_SLACK);
+	if (o.drill == D_RESTART_WARM)
+		printf("detection floor      n/a (nobody is declared dead: a link blip)\n");
+	else
+		printf("detection floor      %s %.0f ms <= %.0f ms: %s (dead_after %u + 2 x "
+		       "heartbeat %u "
+		       "+ %u slack: %u ms polls, %u ms scheduling)\n",
+		       dies ? "time to dead" : "time to detect", res->floor_seen, res->floor_ms,
+		       res->floor_met ? "met" : "MISSED", o.dead_after_ms, o.heartbeat_ms,
+		       POLL_MS + SCHED_SLACK, POLL_MS, SCHED_SLACK);
 	if (!res->floor_met && o.det_report)
 		printf("                     (reported only: --detection-floor report)\n");
 	if (res->hold_ms > 0)
