@@ -24,6 +24,7 @@
 #define CONFIG_EXPORTS_MAX 64
 #define CONFIG_ERR_MAX 512
 
+#define CONFIG_AUTO UINT64_MAX /* donate_mb = auto: node/elastic/ decides */
 #define CONFIG_DEFAULT_LOCAL_MB	       256    /* also without a file (node/main.c) */
 #define CONFIG_DEFAULT_ORPHAN_AFTER_MS 600000 /* docs/operations.md: why ten minutes */
 #define CONFIG_DEFAULT_BUSY_POLL_US 50 /* node/spin.h */
@@ -47,7 +48,10 @@ struct config_node {
 	enum config_transport transport;
 	char socket[CONFIG_PATH_MAX];   /* local client socket ("" = default) */
 	uint64_t local_mb;              /* local compressed tier */
-	uint64_t donate_mb;             /* RAM lent to peers' pages */
+	uint64_t donate_mb;             /* RAM lent to peers' pages; CONFIG_AUTO: elastic */
+	uint64_t donate_min_mb, donate_max_mb; /* auto: its bounds (max 0: half the RAM) */
+	uint64_t reserve_mb;            /* auto: what the host always keeps (0: a 16th, >= 256) */
+	uint32_t pressure_target;       /* auto: memory stall, us per s of wall time */
 	char nbd_socket[CONFIG_PATH_MAX];
 	char nbd_listen[CONFIG_NAME_MAX];
 	unsigned nbd_tls;               /* enum config_nbd_tls */

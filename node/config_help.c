@@ -68,8 +68,8 @@ static void help_bounds(const struct config_key *k, char *buf, size_t len)
 	switch (k->type) {
 	case CONFIG_U32:
 	case CONFIG_U64:
-		snprintf(buf, len, "%llu..%llu", (unsigned long long)k->min,
-			 (unsigned long long)k->max);
+		snprintf(buf, len, "%llu..%llu%s", (unsigned long long)k->min,
+			 (unsigned long long)k->max, k->auto_ok ? " or auto" : "");
 		break;
 	case CONFIG_PERCENT:
 		snprintf(buf, len, "%llu..%llu, N or N%%", (unsigned long long)k->min,

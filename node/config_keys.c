@@ -274,10 +274,35 @@ const struct config_key config_keys[] = {
 	     "overrides it.",
      .reload = CONFIG_RELOAD_RESTART},
     {.name = "donate_mb", NODE(donate_mb), .type = CONFIG_U64, .min = 0, .max = CONFIG_MB_MAX,
-     .def = "0",
+     .def = "0", .auto_ok = true,
      .help = "RAM lent to peers' pages, MiB. A reload applies it: more room at once; less "
-	     "stops new peer pages until the store is below it (nothing held is dropped).",
+	     "stops new peer pages until the store is below it (nothing held is dropped). "
+	     "`auto`: the node lends what its host can spare, between `donate_min_mb` and "
+	     "`donate_max_mb`, keeping `reserve_mb` free and the memory stall below "
+	     "`pressure_target`; it gives pages back to their owners when it shrinks "
+	     "(docs/elastic.md). A reload may not switch between `auto` and a number.",
      .reload = CONFIG_RELOAD_APPLY},
+    {.name = "donate_min_mb", NODE(donate_min_mb), .type = CONFIG_U64, .min = 0,
+     .max = CONFIG_MB_MAX, .def = "0",
+     .help = "`donate_mb = auto`: the least it lends, unless `reserve_mb` needs it back.",
+     .reload = CONFIG_RELOAD_RESTART},
+    {.name = "donate_max_mb", NODE(donate_max_mb), .type = CONFIG_U64, .min = 0,
+     .max = CONFIG_MB_MAX, .def = "0", .def_doc = "0: half of MemTotal",
+     .help = "`donate_mb = auto`: the most it lends.",
+     .reload = CONFIG_RELOAD_RESTART},
+    {.name = "reserve_mb", NODE(reserve_mb), .type = CONFIG_U64, .min = 0, .max = CONFIG_MB_MAX,
+     .def = "0", .def_doc = "0: a 16th of MemTotal, at least 256",
+     .help = "`donate_mb = auto`: memory the host always keeps. When MemAvailable (or, in a "
+	     "memory cgroup with a limit, the room below it) falls under it, the node gives "
+	     "back at once what it takes.",
+     .reload = CONFIG_RELOAD_RESTART},
+    {.name = "pressure_target", NODE(pressure_target), .type = CONFIG_U32, .min = 10,
+     .max = 500000, .def = "1000",
+     .help = "`donate_mb = auto`: the memory stall (PSI `some`, of the host and of the node's "
+	     "own cgroup) it tolerates, in microseconds a second (1000: 0.1 % of wall time, "
+	     "senpai's target). Above it the node lends less, in bounded steps; well below it "
+	     "for a while, more.",
+     .reload = CONFIG_RELOAD_RESTART},
     {.name = "allocator", NODE(allocator), .type = CONFIG_ENUM, .choices = allocator_choices,
      .def = "dense",
      .help = "The local tier's frame allocator: `dense` (size classes, as many pages a frame "
@@ -557,8 +582,13 @@ static int config_number(const struct config_key *k, const char *value, uint64_t
 {
 	uint64_t v;
 
+	if (k->auto_ok && !strcmp(value, "auto")) {
+		*out = CONFIG_AUTO;
+		return 0;
+	}
 	if (config_parse_u64(value, &v))
-		return config_why(why, len, "%s: '%s' is not a number", k->name, value);
+		return config_why(why, len, "%s: '%s' is not a number%s", k->name, value,
+				  k->auto_ok ? " or auto" : "");
 	if (v < k->min || v > k->max)
 		return config_why(why, len, "%s: %llu is out of range (%llu..%llu)", k->name,
 				  (unsigned long long)v, (unsigned long long)k->min,

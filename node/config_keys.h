@@ -75,6 +75,7 @@ struct config_key {
 	const char *arg;     /* the value's name in the docs; NULL: the type's (N, PATH, ...) */
 	const char *help;    /* one paragraph; `key` marks a name or a literal */
 	enum config_reload reload;
+	bool auto_ok; /* CONFIG_U64: "auto" is CONFIG_AUTO */
 	/*
 	 * More than the type can say (unique ids and addresses, the line of
 	 * nbd_tls): called once the value is stored. @return 0, or -EINVAL

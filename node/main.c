@@ -26,6 +26,7 @@
 #include "node/config.h"
 #include "node/config_keys.h"
 #include "node/clock.h"
+#include "node/elastic/elastic.h"
 #include "node/log.h"
 #include "node/stats/metrics.h"
 #include "node/nbd/nbd.h"
@@ -180,6 +181,7 @@ struct main_node {
 	struct pools *pools;
 	struct users *users;   /* per-uid records and limits (outlive the pools) */
 	struct remote *remote; /* the collective, or NULL */
+	struct elastic *elastic; /* donate_mb = auto, or NULL */
 	struct store *store;   /* the frontends' storage API over both */
 	struct client_listener *listener;
 	struct nbd *nbd; /* the NBD frontend, or NULL without exports */
@@ -510,15 +512,28 @@ int main(int argc, char **argv)
 			status = EXIT_USAGE;
 			goto destroy_pools;
 		}
-		log_notice("node %s (id %u) joins cluster '%s' of %zu nodes at %s:%u (donate_mb %llu)",
+		char donate[24] = "auto";
+
+		if (self->donate_mb != CONFIG_AUTO)
+			snprintf(donate, sizeof(donate), "%llu",
+				 (unsigned long long)self->donate_mb);
+		log_notice("node %s (id %u) joins cluster '%s' of %zu nodes at %s:%u (donate_mb %s)",
 			   self->name, self->id, cfg.cluster_name, cfg.n_nodes, self->host,
-			   self->port, (unsigned long long)self->donate_mb);
+			   self->port, donate);
 	}
 	/* a warm restart's collective: before any hello, and before remotify seals a page */
 	(void)restart_load_remote(&n.restart, n.remote); /* logged */
 	if (n.remote && remote_start(n.remote)) {
 		log_error("cannot start the remotify thread");
 		goto destroy_remote;
+	}
+	if (n.remote && self->donate_mb == CONFIG_AUTO) {
+		n.elastic = elastic_create(n.loop, n.remote, self, err, sizeof(err));
+		if (!n.elastic) {
+			log_error("%s", err);
+			status = EXIT_USAGE;
+			goto destroy_remote;
+		}
 	}
 	n.store = store_create(n.loop, n.zcache, n.remote, cfg.room_wait_ms);
 	if (!n.store) {
@@ -540,6 +555,7 @@ int main(int argc, char **argv)
 	    .frame_timeout_ms = cfg.env.frame_timeout_ms,
 	    .users = n.users,
 	    .restart = &n.restart,
+	    .elastic = n.elastic,
 	    .restart_now = main_restart_now,
 	    .restart_arg = &n,
 	};
@@ -637,6 +653,7 @@ close_listener:
 destroy_store:
 	store_destroy(n.store);
 destroy_remote:
+	elastic_destroy(n.elastic);
 	remote_destroy(n.remote);
 destroy_pools:
 	pools_destroy(n.pools);

@@ -28,7 +28,19 @@
 struct rdrain {
 	struct remote *r;
 	unsigned slot;
+	bool give;  /* a give back's, not a drain's */
+	bool pers;
+	size_t len; /* the page's bytes in the store */
 };
+
+/* Bytes the store will use once the pages in flight are handed back. */
+static uint64_t drain_used_after(struct remote *r)
+{
+	struct foreign_stats fs;
+
+	foreign_get_stats(r->fs, &fs);
+	return fs.used > r->drain.inflight_bytes ? fs.used - r->drain.inflight_bytes : 0;
+}
 
 static void drain_ret_cb(void *arg, int result, const Ramster__Peer__Msg *reply,
 			 const uint8_t *payload, size_t plen)
@@ -42,13 +54,26 @@ static void drain_ret_cb(void *arg, int result, const Ramster__Peer__Msg *reply,
 			r->drain.returned++;
 		else
 			r->drain.orphans++; /* the owner does not want this copy (or it is bad) */
+		if (d->give) {
+			r->drain.given_pages++;
+			r->drain.given_bytes += d->len;
+		}
+	} else if (result == -ENOSPC && d->give && !d->pers) {
+		/* nobody has room for an ephemeral page: it may go (a miss later) */
+		foreign_flush(r->fs, &r->drain.busy[d->slot]);
+		r->drain.given_dropped++;
 	} else if (result != -ECANCELED) {
 		r->drain.failed++;
 		r->drain.pause_until_ns = clock_now_ns() + DRAIN_RETRY_MS * 1000000ull;
 	}
 	r->drain.busy_used[d->slot] = false;
 	r->drain.inflight--;
+	r->drain.inflight_bytes -= d->len;
 	free(d);
+	/* the next pages at once, not at the next tick: as fast as the round trips go */
+	if (result != -ECANCELED && !r->closing && ev_is_active(&r->drain.timer) &&
+	    clock_now_ns() >= r->drain.pause_until_ns)
+		ev_feed_event(r->loop, &r->drain.timer, EV_TIMER);
 }
 
 static bool key_eq(const struct foreign_key *a, const struct foreign_key *b)
@@ -76,10 +101,12 @@ static bool drain_visit(void *arg, const struct foreign_key *k, bool pers, const
 	}
 	if (slot == DRAIN_INFLIGHT)
 		return true;
+	if (!r->drain.on && drain_used_after(r) <= r->drain.give_to)
+		return true; /* given back enough */
 	d = malloc(sizeof(*d));
 	if (!d)
 		return true;
-	*d = (struct rdrain){ r, slot };
+	*d = (struct rdrain){r, slot, !r->drain.on, pers, len};
 	ramster__peer__page__init(&pg);
 	pg.pool = k->pool;
 	pg.oid0 = k->oid[0];
@@ -98,15 +125,60 @@ static bool drain_visit(void *arg, const struct foreign_key *k, bool pers, const
 	r->drain.busy[slot] = *k;
 	r->drain.busy_used[slot] = true;
 	r->drain.inflight++;
+	r->drain.inflight_bytes += len;
 	return r->drain.inflight >= DRAIN_INFLIGHT;
+}
+
+/* Owners by their last put or get here, least recent first (give back's order). */
+static unsigned owners_by_age(struct remote *r, uint32_t *order)
+{
+	unsigned n = 0, i;
+
+	for (uint32_t o = 1; o <= 64; o++) {
+		if (!foreign_owner_pages(r->fs, o))
+			continue;
+		for (i = n; i > 0 && r->owner[order[i - 1]].last_ns > r->owner[o].last_ns; i--)
+			order[i] = order[i - 1];
+		order[i] = o;
+		n++;
+	}
+	return n;
 }
 
 static void drain_tick(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct remote *r = container_of(w, struct remote, drain.timer);
+	uint32_t order[64];
+	unsigned i, n;
 
-	if (r->drain.inflight < DRAIN_INFLIGHT && clock_now_ns() >= r->drain.pause_until_ns)
+	if (!r->drain.on && drain_used_after(r) <= r->drain.give_to) {
+		if (!r->drain.inflight) {
+			ev_timer_stop(loop, w); /* given back: nothing more to do */
+			log_info("give back done: the store uses at most %llu bytes",
+				 (unsigned long long)r->drain.give_to);
+		}
+		return;
+	}
+	if (r->drain.inflight >= DRAIN_INFLIGHT || clock_now_ns() < r->drain.pause_until_ns)
+		return;
+	if (r->drain.on) {
 		foreign_walk(r->fs, drain_visit, r);
+		return;
+	}
+	r->drain.give_rounds++;
+	n = owners_by_age(r, order);
+	for (i = 0; i < n; i++)
+		if (foreign_walk_owner(r->fs, order[i], drain_visit, r))
+			break;
+}
+
+void remote_give_back(struct remote *r, uint64_t used_max)
+{
+	r->drain.give_to = used_max;
+	if (r->drain.on || ev_is_active(&r->drain.timer) || drain_used_after(r) <= used_max)
+		return;
+	ev_timer_set(&r->drain.timer, 0, DRAIN_TICK_MS / 1000.0);
+	ev_timer_start(r->loop, &r->drain.timer);
 }
 
 int remote_drain(struct remote *r, bool on)
@@ -121,12 +193,14 @@ int remote_drain(struct remote *r, bool on)
 		log_notice("draining: refusing new pages from peers, handing %llu held pages to "
 			   "their owners",
 			   (unsigned long long)fs.pages);
+		ev_timer_stop(r->loop, &r->drain.timer); /* a give back's, maybe */
 		ev_timer_set(&r->drain.timer, 0, DRAIN_TICK_MS / 1000.0);
 		ev_timer_start(r->loop, &r->drain.timer);
 	} else {
 		log_notice("drain ended: taking pages from peers again (%llu still held)",
 			   (unsigned long long)fs.pages);
 		ev_timer_stop(r->loop, &r->drain.timer);
+		remote_give_back(r, r->drain.give_to); /* a give back goes on */
 	}
 	return 0;
 }
@@ -266,11 +340,41 @@ static void return_put_cb(void *arg, int result, const Ramster__Peer__Msg *reply
 	return_end(q, 0);
 }
 
+/*
+ * No peer could take the copy: take the page into our own tier if it has room
+ * (a repatriate that brings it home), so that the holder may let it go; else
+ * -ENOSPC, and the holder keeps it.
+ */
+static void return_home(struct rreturn *q)
+{
+	struct remote *r = q->r;
+	size_t clen = q->len - SEAL_OVERHEAD;
+	uint8_t plain[SEAL_PAGE_MAX], page[4096];
+	struct replica_set set;
+	bool home = false;
+	unsigned k;
+
+	if (zcache_remote_holders(r->z, q->expect, &set) ||
+	    seal_open(r->seal, &q->h, q->checksum, clen, q->data, q->len, plain) ||
+	    zcache_repatriate_finish(r->z, &q->h, q->expect, &set, false, 0, plain, clen, page,
+				     &home) ||
+	    !home) {
+		return_end(q, -ENOSPC);
+		return;
+	}
+	/* the returning holder drops its copy on our answer; the others are flushed */
+	for (k = 0; k < set.n; k++)
+		if (set.node[k] != q->from)
+			remote_flush_queue(r, set.node[k], RAMSTER__PEER__OP__P_FLUSH, &q->h);
+	r->drain.returns_home++;
+	return_end(q, 0);
+}
+
 static void return_put(struct rreturn *q)
 {
 	if (remote_copy_send(q->r, &q->h, q->pers, q->data, q->len, &q->exclude, &q->tries,
 			     REMOTIFY_TRIES, &q->to, return_put_cb, q))
-		return_end(q, -ENOSPC);
+		return_home(q);
 }
 
 /* P_RETURN from node: place its copy of our page elsewhere, then answer. */
@@ -321,6 +425,7 @@ void drain_return_serve(struct remote *r, uint32_t node, const Ramster__Peer__Ms
 void drain_init(struct remote *r)
 {
 	ev_init(&r->drain.timer, drain_tick);
+	r->drain.give_to = UINT64_MAX;
 }
 
 void drain_stop(struct remote *r)

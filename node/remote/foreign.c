@@ -601,6 +601,39 @@ uint64_t foreign_drop_owner(struct foreign *f, uint32_t owner, uint64_t keep)
 	return n;
 }
 
+bool foreign_walk_owner(struct foreign *f, uint32_t owner,
+			bool (*fn)(void *arg, const struct foreign_key *k, bool pers,
+				   const void *data, size_t len, uint32_t checksum),
+			void *arg)
+{
+	struct list_head *ph, *pl;
+
+	if (!owner_valid(owner))
+		return false;
+	ph = &f->owners[owner].pools;
+	for (pl = ph->next; pl != ph; pl = pl->next) {
+		struct foreign_pool *p = container_of(pl, struct foreign_pool, owner_link);
+		struct list_head *l;
+
+		for (l = p->objs.next; l != &p->objs; l = l->next) {
+			struct foreign_obj *o = container_of(l, struct foreign_obj, pool_link);
+			struct list_head *gl;
+
+			for (gl = o->pages.next; gl != &o->pages; gl = gl->next) {
+				struct foreign_page *g =
+				    container_of(gl, struct foreign_page, obj_link);
+				struct foreign_key k = {owner, p->incarnation, p->pool,
+							{o->oid[0], o->oid[1], o->oid[2]},
+							g->index};
+
+				if (fn(arg, &k, g->pers, g->data, g->len, g->checksum))
+					return true;
+			}
+		}
+	}
+	return false;
+}
+
 bool foreign_walk(struct foreign *f,
 		  bool (*fn)(void *arg, const struct foreign_key *k, bool pers, const void *data,
 			     size_t len, uint32_t checksum),
@@ -608,31 +641,9 @@ bool foreign_walk(struct foreign *f,
 {
 	uint32_t owner;
 
-	for (owner = 1; owner <= CONFIG_NODES_MAX; owner++) {
-		struct list_head *ph = &f->owners[owner].pools, *pl;
-
-		for (pl = ph->next; pl != ph; pl = pl->next) {
-			struct foreign_pool *p = container_of(pl, struct foreign_pool, owner_link);
-			struct list_head *l;
-
-			for (l = p->objs.next; l != &p->objs; l = l->next) {
-				struct foreign_obj *o =
-				    container_of(l, struct foreign_obj, pool_link);
-				struct list_head *gl;
-
-				for (gl = o->pages.next; gl != &o->pages; gl = gl->next) {
-					struct foreign_page *g =
-					    container_of(gl, struct foreign_page, obj_link);
-					struct foreign_key k = {owner, p->incarnation, p->pool,
-								{o->oid[0], o->oid[1], o->oid[2]},
-								g->index};
-
-					if (fn(arg, &k, g->pers, g->data, g->len, g->checksum))
-						return true;
-				}
-			}
-		}
-	}
+	for (owner = 1; owner <= CONFIG_NODES_MAX; owner++)
+		if (foreign_walk_owner(f, owner, fn, arg))
+			return true;
 	return false;
 }
 

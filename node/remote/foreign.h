@@ -95,6 +95,12 @@ bool foreign_walk(struct foreign *f,
 			     size_t len, uint32_t checksum),
 		  void *arg);
 
+/* The same for one owner's pages only. */
+bool foreign_walk_owner(struct foreign *f, uint32_t owner,
+			bool (*fn)(void *arg, const struct foreign_key *k, bool pers,
+				   const void *data, size_t len, uint32_t checksum),
+			void *arg);
+
 struct foreign_stats {
 	uint64_t pages;          /* pages held now */
 	uint64_t bytes;          /* compressed bytes held */

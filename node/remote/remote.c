@@ -490,7 +490,10 @@ struct remote *remote_create(struct ev_loop *loop, struct zcache *z, const struc
 		zcache_get_stats(z, &zs);
 		zcache_set_home_limit(z, zs.budget_frames * r->low / 100);
 	}
-	r->fs = foreign_create(self->donate_mb * 1024 * 1024);
+	/* auto: the least it lends, until the elastic controller (node/elastic/) moves it */
+	r->donate_auto = self->donate_mb == CONFIG_AUTO;
+	r->fs = foreign_create((r->donate_auto ? self->donate_min_mb : self->donate_mb) * 1024 *
+			       1024);
 	if (!r->fs) {
 		snprintf(err, errlen, "cannot create the foreign store (donate_mb %llu)",
 			 (unsigned long long)self->donate_mb);
@@ -558,13 +561,30 @@ void remote_set_tunables(struct remote *r, const struct config *cfg,
 	r->timeout_ms = cfg->request_timeout_ms ? cfg->request_timeout_ms : cfg->dead_after_ms;
 	zcache_get_stats(r->z, &zs);
 	zcache_set_home_limit(r->z, zs.budget_frames * r->low / 100);
-	foreign_set_budget(r->fs, self->donate_mb * 1024 * 1024);
+	if (r->donate_auto != (self->donate_mb == CONFIG_AUTO))
+		log_warn("donate_mb: switching between auto and a number needs a restart; "
+			 "left as it runs");
+	else if (!r->donate_auto)
+		foreign_set_budget(r->fs, self->donate_mb * 1024 * 1024);
 }
 /* ---- end of the reload hook ---- */
 
 struct cluster *remote_cluster(struct remote *r)
 {
 	return r->cl;
+}
+
+void remote_set_donate(struct remote *r, uint64_t bytes)
+{
+	foreign_set_budget(r->fs, bytes);
+}
+
+uint64_t remote_donate_used(struct remote *r)
+{
+	struct foreign_stats fs;
+
+	foreign_get_stats(r->fs, &fs);
+	return fs.used;
 }
 
 uint64_t remote_pages_held_for(struct remote *r, uint32_t node)
@@ -668,6 +688,16 @@ void remote_foreach_stat(struct remote *r,
 	fn(arg, "drain_orphans", r->drain.orphans, "pages dropped in a drain: the owner no longer wanted them");
 	fn(arg, "drain_failed", r->drain.failed, "hand-backs that failed (tried again)");
 	fn(arg, "drain_refused", r->drain.refused, "peer pages refused while draining");
+	fn(arg, "drain_returns_home", r->drain.returns_home,
+	   "our pages a holder handed back that no peer could take: taken into our tier");
+	fn(arg, "giveback_pages", r->drain.given_pages,
+	   "pages handed back to their owners to shrink the donation (elastic)");
+	fn(arg, "giveback_bytes", r->drain.given_bytes, "their bytes in the foreign store");
+	fn(arg, "giveback_dropped", r->drain.given_dropped,
+	   "ephemeral pages nobody had room for while giving back: dropped (a miss)");
+	fn(arg, "giveback_rounds", r->drain.give_rounds, "passes of the give back walk");
+	fn(arg, "giveback_active", ev_is_active(&r->drain.timer) && !r->drain.on,
+	   "1 while the store gives pages back to shrink to its budget");
 	foreign_get_stats(r->fs, &fs);
 	fn(arg, "foreign_pages", fs.pages, "pages held for peers now");
 	fn(arg, "foreign_bytes", fs.bytes, "their compressed bytes");

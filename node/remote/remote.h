@@ -131,6 +131,20 @@ void remote_wait_cancel(struct remote *r, void *token);
  */
 int remote_drain(struct remote *r, bool on);
 
+/*
+ * Give back (an elastic donation shrinking, node/elastic/): hand pages back
+ * to their owners, least recently active owner first, until the foreign
+ * store uses at most used_max bytes. An owner places each elsewhere or takes
+ * it home; a persistent page nobody has room for stays. UINT64_MAX: stop.
+ * Progress is in the giveback_* stats.
+ */
+void remote_give_back(struct remote *r, uint64_t used_max);
+
+/* The foreign store's budget, bytes (donate_mb; an elastic node's moves). */
+void remote_set_donate(struct remote *r, uint64_t bytes);
+/* Bytes the foreign store uses now (data and overhead, what the budget counts). */
+uint64_t remote_donate_used(struct remote *r);
+
 /* The same, relayed to peer node (P_DRAIN). cb(arg, 0 or -errno) runs once, on the loop. */
 void remote_drain_peer(struct remote *r, uint32_t node, bool on, remote_get_fn cb, void *arg);
 

@@ -44,7 +44,7 @@
 #define REPAIR_TICK_MS 10         /* the repair walk's pace */
 #define REPAIR_WALK 4096          /* records looked at a tick, at most */
 #define REPAIR_IDLE_MS 500        /* pause after a pass that could mend nothing */
-#define DRAIN_INFLIGHT 8          /* pages handed back at once */
+#define DRAIN_INFLIGHT 32         /* pages handed back at once */
 #define DRAIN_TICK_MS 10
 #define DRAIN_RETRY_MS 200        /* pause after a page nobody could take */
 
@@ -131,6 +131,7 @@ struct flog {
 
 /* What this node knows of each peer as an owner of pages held here. Loop only. */
 struct owner_lease {
+	uint64_t last_ns;       /* its last put or get here (give back: least recent first) */
 	uint64_t session;       /* the session its pages are held under (on_peer_up) */
 	uint64_t down_since_ns; /* unreachable since (clock_now_ns); 0 when not */
 	uint64_t dropped;       /* a session whose pages we dropped on our own; 0 none */
@@ -186,6 +187,13 @@ struct remote_drain {
 	bool busy_used[DRAIN_INFLIGHT];
 	uint64_t returned, orphans, failed, refused;
 	uint64_t returns_served, returns_refused; /* the owner's side */
+	uint64_t returns_home;                    /* of those served, taken into our tier */
+	/* give back (an elastic donation shrinking): hand pages back until the store
+	 * uses at most give_to bytes (UINT64_MAX: not giving back) */
+	uint64_t give_to;
+	uint64_t inflight_bytes;
+	uint64_t given_pages, given_bytes, give_rounds;
+	uint64_t given_dropped; /* ephemeral pages nobody had room for: dropped (a miss) */
 };
 
 /* ---- the remote side ------------------------------------------------------------------ */
@@ -202,6 +210,7 @@ struct remote {
 	unsigned high, low;         /* shared, under th.lock: a reload changes them */
 	bool rem_eph, rem_pers;     /* shared, under th.lock: a reload changes them */
 	unsigned replicas;          /* copies of a persistent page (loop only) */
+	bool donate_auto;           /* donate_mb = auto: the elastic controller sets the budget */
 	bool rdma_read;             /* use the read keys holders name (RAMSTER_RDMA_READ=0: no) */
 	struct seal *seal;          /* our pages' key, this incarnation's (seal.h) */
 	int holder_lie;             /* test only (RAMSTER_TEST_HOLDER_LIE): serve.c lies as a holder */

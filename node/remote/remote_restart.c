@@ -220,6 +220,10 @@ void remote_loader_init(struct remote_loader *l, struct remote *r)
 {
 	memset(l, 0, sizeof(*l));
 	l->r = r;
+	/* an elastic donation starts at its minimum: what was held comes back whole,
+	 * and the controller takes it from there (elastic_create) */
+	if (r->donate_auto)
+		foreign_set_budget(r->fs, UINT64_MAX);
 }
 
 int remote_load_record(struct remote_loader *l, uint16_t tag, const uint8_t *p, size_t len)
@@ -280,6 +284,8 @@ int remote_load_record(struct remote_loader *l, uint16_t tag, const uint8_t *p, 
 
 int remote_load_end(struct remote_loader *l)
 {
+	if (l->r->donate_auto)
+		foreign_set_budget(l->r->fs, remote_donate_used(l->r));
 	if (!l->incarnation)
 		return 0; /* the image held no collective: a new incarnation */
 	if (cluster_warm_set(l->r->cl, l->incarnation, l->w, l->n))

@@ -98,6 +98,7 @@ void serve_request(void *arg, uint32_t node, uint64_t session, const Ramster__Pe
 		return;
 	}
 	key_of(&k, node, session, m->page);
+	r->owner[node].last_ns = clock_now_ns(); /* give back: least recent owners first */
 	switch (m->op) {
 	case RAMSTER__PEER__OP__P_PUT:
 		if (r->drain.on) {

@@ -3,6 +3,7 @@
  */
 #include "node/stats/counters.h"
 #include "node/stats/metrics.h"
+#include "node/elastic/elastic.h"
 #include "node/nbd/nbd.h"
 #include "node/reload.h"
 #include "node/restart/restart.h"
@@ -40,4 +41,5 @@ void counters_foreach(const struct client_env *env, counters_fn fn, void *arg)
 		metrics_foreach_stat(env->metrics, fn, arg);
 	if (env->restart)
 		restart_foreach_stat(env->restart, fn, arg);
+	elastic_foreach_stat(env->elastic, fn, arg);
 }
