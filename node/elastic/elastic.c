@@ -87,6 +87,12 @@ static void elastic_tick(struct ev_loop *loop, ev_timer *w, int revents)
 	}
 	/* more held than lent: hand the difference back, least active owners first */
 	remote_give_back(e->r, e->held > e->ctl.budget ? e->ctl.budget : UINT64_MAX);
+	/* near the reserve, or giving back: look again sooner (a growing workload
+	 * eats the room faster than a second) */
+	w->repeat = (e->avail < 2 * e->ctl.k.reserve || e->held > e->ctl.budget ? ELASTIC_FAST_MS
+										: ELASTIC_TICK_MS) /
+		    1000.0;
+	ev_timer_again(loop, w);
 }
 
 struct elastic *elastic_create(struct ev_loop *loop, struct remote *r,

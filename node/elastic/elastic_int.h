@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #define ELASTIC_TICK_MS	   1000
+#define ELASTIC_FAST_MS	   200 /* the tick near the reserve, or while giving back */
 #define ELASTIC_STEP_MIN   (8ull << 20)	 /* the smallest move, bytes */
 #define ELASTIC_CALM_TICKS 3		 /* ticks well below the target before it grows */
 #define ELASTIC_LOG_MOVE   (64ull << 20) /* a move this large goes to the journal */
@@ -61,12 +62,17 @@ enum elastic_move elastic_ctl_tick(struct elastic_ctl *c, const struct elastic_s
 int psi_parse_some(const char *text, uint64_t *us);
 /* MemAvailable and MemTotal of /proc/meminfo text, bytes. @return 0 or -EINVAL. */
 int psi_parse_meminfo(const char *text, uint64_t *avail, uint64_t *total);
-/* The cgroup v2 path of /proc/self/cgroup text ("0::/a/b"), into out. @return 0 or -EINVAL. */
-int psi_parse_cgroup(const char *text, char *out, size_t len);
+/*
+ * The path of /proc/self/cgroup text in the hierarchy prefix names ("0::" for
+ * cgroup v2's "0::/a/b", ":memory:" for v1's "4:memory:/a/b"), into out.
+ * @return 0 or -EINVAL.
+ */
+int psi_parse_cgroup(const char *text, const char *prefix, char *out, size_t len);
 
 /* Where this process reads its pressure and room from. */
 struct psi_source {
-	char cg[512]; /* /sys/fs/cgroup/<own cgroup>, "" when at the root or none */
+	char cg[512]; /* its memory cgroup's directory, "" when at the root or none */
+	bool v1;      /* cgroup v1: memory.limit_in_bytes, no memory.pressure */
 };
 void psi_source_init(struct psi_source *src);
 struct psi_reading {

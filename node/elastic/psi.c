@@ -62,14 +62,18 @@ int psi_parse_meminfo(const char *text, uint64_t *avail, uint64_t *total)
 	return 0;
 }
 
-int psi_parse_cgroup(const char *text, char *out, size_t len)
+int psi_parse_cgroup(const char *text, const char *prefix, char *out, size_t len)
 {
+	size_t n = strlen(prefix);
 	const char *p = text, *e;
 
-	/* cgroup v2: the one line "0::PATH" */
+	/* "0::PATH" (cgroup v2), "N:memory:PATH" (v1): prefix is "0::" or ":memory:" */
 	while (p && *p) {
-		if (!strncmp(p, "0::/", 4)) {
-			p += 3;
+		const char *at = prefix[0] == ':' ? strchr(p, ':') : p;
+
+		if (at && (!strchr(p, '\n') || at < strchr(p, '\n')) && !strncmp(at, prefix, n) &&
+		    at[n] == '/') {
+			p = at + n;
 			e = strchr(p, '\n');
 			if (!e)
 				e = p + strlen(p);
@@ -109,10 +113,13 @@ void psi_source_init(struct psi_source *src)
 	char text[1024], path[400];
 
 	src->cg[0] = 0;
+	/* the unified hierarchy (cgroup v2), else v1's memory controller */
+	src->v1 = access("/sys/fs/cgroup/cgroup.controllers", F_OK) != 0;
 	if (read_small("/proc/self/cgroup", text, sizeof(text)) ||
-	    psi_parse_cgroup(text, path, sizeof(path)) || !strcmp(path, "/"))
+	    psi_parse_cgroup(text, src->v1 ? ":memory:" : "0::", path, sizeof(path)) ||
+	    !strcmp(path, "/"))
 		return;
-	snprintf(src->cg, sizeof(src->cg), "/sys/fs/cgroup%s", path);
+	snprintf(src->cg, sizeof(src->cg), "/sys/fs/cgroup%s%s", src->v1 ? "/memory" : "", path);
 	if (access(src->cg, R_OK))
 		src->cg[0] = 0;
 }
@@ -132,6 +139,8 @@ static int read_cg_num(const struct psi_source *src, const char *name, uint64_t 
 		return 0;
 	}
 	*v = strtoull(text, NULL, 10);
+	if (*v >= (1ull << 62))
+		*v = UINT64_MAX; /* v1's "no limit" (PAGE_COUNTER_MAX pages) */
 	return 0;
 }
 
@@ -155,11 +164,14 @@ int psi_read(const struct psi_source *src, struct psi_reading *rd)
 		return rc;
 	if (!src->cg[0])
 		return 0;
+	/* v1 has no pressure file of its own: the host's stall is what there is */
 	snprintf(path, sizeof(path), "%s/memory.pressure", src->cg);
-	if (read_small(path, text, sizeof(text)) || psi_parse_some(text, &rd->cg_stall_us))
+	if (src->v1 || read_small(path, text, sizeof(text)) ||
+	    psi_parse_some(text, &rd->cg_stall_us))
 		rd->cg_stall_us = 0;
-	if (!read_cg_num(src, "memory.max", &max) && max != UINT64_MAX &&
-	    !read_cg_num(src, "memory.current", &cur))
+	if (!read_cg_num(src, src->v1 ? "memory.limit_in_bytes" : "memory.max", &max) &&
+	    max != UINT64_MAX &&
+	    !read_cg_num(src, src->v1 ? "memory.usage_in_bytes" : "memory.current", &cur))
 		rd->cg_room = max > cur ? max - cur : 0;
 	return 0;
 }

@@ -4,6 +4,9 @@
  * 64: a page's record and bytes waste 8 bytes on average, not 32, which is
  * 4 % of a real-memory page of ~850 bytes; RDMA reads need no alignment).
  *
+ * Chunks are mapped on their own; an evacuating chunk is unmapped when its
+ * last block goes (arena_evacuate: an elastic node giving memory back).
+ *
  * Why not malloc: a peer on an RDMA link reads its pages straight from this
  * node's memory (one-sided RDMA READ), which needs the memory registered with
  * the link, once, in large pieces. An arena's chunks are that memory: each is
@@ -42,6 +45,21 @@ void *arena_alloc(struct arena *a, size_t len);
 
 /* Give back a block of arena_alloc(len) (the same len). */
 void arena_free(struct arena *a, void *p, size_t len);
+
+/*
+ * Give memory back: mark chunks, the emptiest first, until their live blocks
+ * add up to bytes (or every chunk is marked). A marked chunk takes no new
+ * block and is unmapped (chunk_del first) when its last block is freed: the
+ * caller frees the blocks arena_evacuating names (by moving them elsewhere).
+ * @return the live bytes of the chunks marked.
+ */
+size_t arena_evacuate(struct arena *a, size_t bytes);
+/* Whether block p lies in an evacuating chunk. */
+bool arena_evacuating(const struct arena *a, const void *p);
+/* Chunks evacuating now, and chunks unmapped so far (evacuated or destroyed). */
+size_t arena_evac_chunks(const struct arena *a);
+size_t arena_evac_live(const struct arena *a); /* live bytes still in them */
+uint64_t arena_chunks_freed(const struct arena *a);
 
 /* Call fn for every chunk (to register them all on a new link). */
 void arena_foreach_chunk(const struct arena *a, void (*fn)(void *arg, void *base, size_t len),

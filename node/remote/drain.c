@@ -28,7 +28,7 @@
 struct rdrain {
 	struct remote *r;
 	unsigned slot;
-	bool give;  /* a give back's, not a drain's */
+	bool give; /* a give back's, not a drain's */
 	bool pers;
 	size_t len; /* the page's bytes in the store */
 };
@@ -101,8 +101,6 @@ static bool drain_visit(void *arg, const struct foreign_key *k, bool pers, const
 	}
 	if (slot == DRAIN_INFLIGHT)
 		return true;
-	if (!r->drain.on && drain_used_after(r) <= r->drain.give_to)
-		return true; /* given back enough */
 	d = malloc(sizeof(*d));
 	if (!d)
 		return true;
@@ -145,37 +143,110 @@ static unsigned owners_by_age(struct remote *r, uint32_t *order)
 	return n;
 }
 
-static void drain_tick(struct ev_loop *loop, ev_timer *w, int revents)
+/* A walk's page: into the queue. @return true to stop (no memory). */
+static bool queue_add(void *arg, const struct foreign_key *k, bool pers, const void *data,
+		      size_t len, uint32_t checksum)
 {
-	struct remote *r = container_of(w, struct remote, drain.timer);
+	struct remote *r = arg;
+	struct remote_drain *d = &r->drain;
+
+	if (d->q_n == d->q_cap) {
+		size_t cap = d->q_cap ? 2 * d->q_cap : 1024;
+		struct foreign_key *q = realloc(d->queue, cap * sizeof(*q));
+
+		if (!q)
+			return true;
+		d->queue = q;
+		d->q_cap = cap;
+	}
+	d->queue[d->q_n++] = *k;
+	return false;
+}
+
+/* Hand back queued pages while there is room in flight. @return whether the queue is done. */
+static bool queue_pump(struct remote *r)
+{
+	struct remote_drain *d = &r->drain;
+
+	while (d->q_head < d->q_n && d->inflight < DRAIN_INFLIGHT) {
+		const struct foreign_key *k = &d->queue[d->q_head++];
+		const void *data;
+		size_t len;
+		uint32_t cs;
+		bool pers;
+
+		if (foreign_peek(r->fs, k, &data, &len, &cs, &pers))
+			continue; /* gone meanwhile (flushed, or handed back) */
+		if (drain_visit(r, k, pers, data, len, cs))
+			break;
+	}
+	if (d->q_head < d->q_n)
+		return false;
+	d->q_n = d->q_head = 0;
+	return true;
+}
+
+/*
+ * Give back: the pages to hand back are those in evacuating arena chunks
+ * (foreign_evacuate), so that their memory goes with them; more chunks are
+ * marked, least recently active owner first, while the store would still use
+ * more than give_to once those are empty.
+ */
+static void give_tick(struct remote *r, ev_timer *w)
+{
+	uint64_t after = drain_used_after(r), live, need;
 	uint32_t order[64];
 	unsigned i, n;
+	size_t evac = foreign_evac_chunks(r->fs, &live);
 
-	if (!r->drain.on && drain_used_after(r) <= r->drain.give_to) {
+	if (after <= r->drain.give_to && !evac) {
 		if (!r->drain.inflight) {
-			ev_timer_stop(loop, w); /* given back: nothing more to do */
-			log_info("give back done: the store uses at most %llu bytes",
-				 (unsigned long long)r->drain.give_to);
+			ev_timer_stop(r->loop, w); /* given back: nothing more to do */
+			r->drain.q_n = r->drain.q_head = 0;
+			log_info("give back done: the store uses %llu bytes, at most %llu",
+				 (unsigned long long)after, (unsigned long long)r->drain.give_to);
 		}
 		return;
 	}
-	if (r->drain.inflight >= DRAIN_INFLIGHT || clock_now_ns() < r->drain.pause_until_ns)
+	if (clock_now_ns() < r->drain.pause_until_ns)
 		return;
-	if (r->drain.on) {
-		foreign_walk(r->fs, drain_visit, r);
-		return;
-	}
+	if (!queue_pump(r) || r->drain.inflight)
+		return; /* the queue's pages first, and their answers */
 	r->drain.give_rounds++;
 	n = owners_by_age(r, order);
+	need = after > r->drain.give_to ? after - r->drain.give_to : 0;
+	for (i = 0; i < n && need > live; i++)
+		live += foreign_evacuate(r->fs, order[i], need - live);
 	for (i = 0; i < n; i++)
-		if (foreign_walk_owner(r->fs, order[i], drain_visit, r))
+		if (foreign_walk_evacuating(r->fs, order[i], queue_add, r))
 			break;
+	queue_pump(r);
+}
+
+static void drain_tick(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct remote *r = container_of(w, struct remote, drain.timer);
+
+	if (!r->drain.on) {
+		give_tick(r, w);
+		return;
+	}
+	if (clock_now_ns() < r->drain.pause_until_ns)
+		return;
+	/* a drain: every page, one walk at a time */
+	if (queue_pump(r) && !r->drain.inflight) {
+		foreign_walk(r->fs, queue_add, r);
+		queue_pump(r);
+	}
 }
 
 void remote_give_back(struct remote *r, uint64_t used_max)
 {
+	uint64_t live;
+
 	r->drain.give_to = used_max;
-	if (r->drain.on || ev_is_active(&r->drain.timer) || drain_used_after(r) <= used_max)
+	if (r->drain.on || ev_is_active(&r->drain.timer) ||
+	    (drain_used_after(r) <= used_max && !foreign_evac_chunks(r->fs, &live)))
 		return;
 	ev_timer_set(&r->drain.timer, 0, DRAIN_TICK_MS / 1000.0);
 	ev_timer_start(r->loop, &r->drain.timer);
@@ -194,12 +265,14 @@ int remote_drain(struct remote *r, bool on)
 			   "their owners",
 			   (unsigned long long)fs.pages);
 		ev_timer_stop(r->loop, &r->drain.timer); /* a give back's, maybe */
+		r->drain.q_n = r->drain.q_head = 0;
 		ev_timer_set(&r->drain.timer, 0, DRAIN_TICK_MS / 1000.0);
 		ev_timer_start(r->loop, &r->drain.timer);
 	} else {
 		log_notice("drain ended: taking pages from peers again (%llu still held)",
 			   (unsigned long long)fs.pages);
 		ev_timer_stop(r->loop, &r->drain.timer);
+		r->drain.q_n = r->drain.q_head = 0;
 		remote_give_back(r, r->drain.give_to); /* a give back goes on */
 	}
 	return 0;
@@ -230,7 +303,7 @@ void remote_drain_peer(struct remote *r, uint32_t node, bool on, remote_get_fn c
 		cb(arg, -ENOMEM);
 		return;
 	}
-	*d = (struct rdrain_peer){ cb, arg };
+	*d = (struct rdrain_peer){cb, arg};
 	m.op = RAMSTER__PEER__OP__P_DRAIN;
 	rc = cluster_request(r->cl, node, &m, &b, 1, r->timeout_ms, drain_peer_cb, d);
 	if (rc) {
@@ -243,16 +316,16 @@ void remote_drain_peer(struct remote *r, uint32_t node, bool on, remote_get_fn c
 
 struct rreturn {
 	struct remote *r;
-	uint32_t from;            /* the draining holder */
-	uint64_t seq;             /* its request */
+	uint32_t from; /* the draining holder */
+	uint64_t seq;  /* its request */
 	struct tmem_handle h;
 	bool pers;
-	uint64_t expect;          /* our descriptor of the page when it came */
-	uint64_t exclude;         /* its holders and the targets that failed */
+	uint64_t expect;  /* our descriptor of the page when it came */
+	uint64_t exclude; /* its holders and the targets that failed */
 	unsigned tries;
 	uint32_t to;
-	size_t len;               /* of the sealed copy */
-	uint32_t checksum;        /* the seal's version, as our descriptor keeps it */
+	size_t len;	   /* of the sealed copy */
+	uint32_t checksum; /* the seal's version, as our descriptor keeps it */
 	uint8_t data[SEAL_BLOB_MAX];
 };
 
@@ -274,7 +347,7 @@ static int peek_fn(void *arg, struct tmem_ref ref, bool pers, uint64_t *pampd)
 static uint64_t names_copy(struct remote *r, const struct tmem_handle *h, uint32_t node,
 			   unsigned len, uint32_t checksum, bool *pers)
 {
-	struct peek pk = { 0, false };
+	struct peek pk = {0, false};
 	struct replica_set set;
 	unsigned k;
 
@@ -379,10 +452,10 @@ static void return_put(struct rreturn *q)
 
 /* P_RETURN from node: place its copy of our page elsewhere, then answer. */
 void drain_return_serve(struct remote *r, uint32_t node, const Ramster__Peer__Msg *m,
-			 const uint8_t *payload, size_t plen)
+			const uint8_t *payload, size_t plen)
 {
-	struct tmem_handle h = { m->page->pool, { { m->page->oid0, m->page->oid1, m->page->oid2 } },
-				 m->page->index };
+	struct tmem_handle h = {
+	    m->page->pool, {{m->page->oid0, m->page->oid1, m->page->oid2}}, m->page->index};
 	uint8_t plain[SEAL_PAGE_MAX];
 	uint32_t checksum = 0;
 	struct replica_set set;
@@ -398,7 +471,8 @@ void drain_return_serve(struct remote *r, uint32_t node, const Ramster__Peer__Ms
 			   (uint32_t)payload[2] << 16 | (uint32_t)payload[3] << 24;
 		expect = names_copy(r, &h, node, (unsigned)(plen - SEAL_OVERHEAD), checksum, &pers);
 	}
-	if (expect && seal_open(r->seal, &h, checksum, plen - SEAL_OVERHEAD, payload, plen, plain)) {
+	if (expect &&
+	    seal_open(r->seal, &h, checksum, plen - SEAL_OVERHEAD, payload, plen, plain)) {
 		r->seal_failures++;
 		expect = 0;
 	}
@@ -413,14 +487,19 @@ void drain_return_serve(struct remote *r, uint32_t node, const Ramster__Peer__Ms
 		cluster_reply(r->cl, node, m->seq, -ENOMEM, NULL, NULL, 0);
 		return;
 	}
-	*q = (struct rreturn){ .r = r, .from = node, .seq = m->seq, .h = h, .pers = pers,
-			       .expect = expect, .len = plen, .checksum = checksum };
+	*q = (struct rreturn){.r = r,
+			      .from = node,
+			      .seq = m->seq,
+			      .h = h,
+			      .pers = pers,
+			      .expect = expect,
+			      .len = plen,
+			      .checksum = checksum};
 	for (k = 0; k < set.n; k++)
 		q->exclude |= 1ull << (set.node[k] - 1); /* a slot of the record, dead or not */
 	memcpy(q->data, payload, plen);
 	return_put(q);
 }
-
 
 void drain_init(struct remote *r)
 {
@@ -431,4 +510,7 @@ void drain_init(struct remote *r)
 void drain_stop(struct remote *r)
 {
 	ev_timer_stop(r->loop, &r->drain.timer);
+	free(r->drain.queue);
+	r->drain.queue = NULL;
+	r->drain.q_n = r->drain.q_head = r->drain.q_cap = 0;
 }

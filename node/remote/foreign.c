@@ -20,7 +20,7 @@
 /* ---- tunables and charges --------------------------------------------- */
 
 #define FOREIGN_PAGE_MAX 4160 /* a sealed page (node/remote/seal.h), opaque here */
-#define FOREIGN_HTAB_MIN 64 /* buckets; a power of two */
+#define FOREIGN_HTAB_MIN 64   /* buckets; a power of two */
 
 /*
  * What the budget is charged. A page costs its bytes plus its header; each
@@ -85,14 +85,14 @@ struct foreign {
 	struct foreign_htab objs;
 	struct foreign_owner owners[CONFIG_NODES_MAX + 1]; /* by node id; [0] unused */
 	uint64_t budget;
-	uint64_t used;	       /* bytes charged, see FOREIGN_*_CHARGE */
-	uint64_t bytes;	       /* page data held */
-	uint64_t puts;	       /* put calls with valid arguments */
-	uint64_t gets;	       /* get calls with valid arguments */
-	uint64_t hits;	       /* gets that found the page */
-	uint64_t flushes;      /* pages removed by flush, flush_object, flush_pool */
-	uint64_t refused_full; /* puts refused with -ENOSPC */
-	uint64_t dropped;      /* pages removed by drop_owner */
+	uint64_t used;		/* bytes charged, see FOREIGN_*_CHARGE */
+	uint64_t bytes;		/* page data held */
+	uint64_t puts;		/* put calls with valid arguments */
+	uint64_t gets;		/* get calls with valid arguments */
+	uint64_t hits;		/* gets that found the page */
+	uint64_t flushes;	/* pages removed by flush, flush_object, flush_pool */
+	uint64_t refused_full;	/* puts refused with -ENOSPC */
+	uint64_t dropped;	/* pages removed by drop_owner */
 	uint64_t flushes_newer; /* flushes that kept a copy sealed after their horizon */
 	struct arena_hooks hooks;
 	void *hooks_arg;
@@ -489,6 +489,23 @@ nomem:
 	return -ENOMEM;
 }
 
+int foreign_peek(struct foreign *f, const struct foreign_key *k, const void **data, size_t *len,
+		 uint32_t *checksum, bool *pers)
+{
+	struct foreign_page *p;
+
+	if (!owner_valid(k->owner))
+		return -EINVAL;
+	p = page_find(f, k, hash_page(hash_obj(k), k->index));
+	if (!p)
+		return -ENOENT;
+	*data = p->data;
+	*len = p->len;
+	*checksum = p->checksum;
+	*pers = p->pers;
+	return 0;
+}
+
 int foreign_get(struct foreign *f, const struct foreign_key *k, const void **data, size_t *len,
 		uint32_t *checksum)
 {
@@ -601,15 +618,14 @@ uint64_t foreign_drop_owner(struct foreign *f, uint32_t owner, uint64_t keep)
 	return n;
 }
 
-bool foreign_walk_owner(struct foreign *f, uint32_t owner,
-			bool (*fn)(void *arg, const struct foreign_key *k, bool pers,
-				   const void *data, size_t len, uint32_t checksum),
-			void *arg)
+static bool walk_owner(struct foreign *f, uint32_t owner, bool evac_only,
+		       bool (*fn)(void *arg, const struct foreign_key *k, bool pers,
+				  const void *data, size_t len, uint32_t checksum),
+		       void *arg)
 {
+	struct arena *ar = f->owners[owner].arena;
 	struct list_head *ph, *pl;
 
-	if (!owner_valid(owner))
-		return false;
 	ph = &f->owners[owner].pools;
 	for (pl = ph->next; pl != ph; pl = pl->next) {
 		struct foreign_pool *p = container_of(pl, struct foreign_pool, owner_link);
@@ -622,16 +638,56 @@ bool foreign_walk_owner(struct foreign *f, uint32_t owner,
 			for (gl = o->pages.next; gl != &o->pages; gl = gl->next) {
 				struct foreign_page *g =
 				    container_of(gl, struct foreign_page, obj_link);
-				struct foreign_key k = {owner, p->incarnation, p->pool,
+				struct foreign_key k = {owner,
+							p->incarnation,
+							p->pool,
 							{o->oid[0], o->oid[1], o->oid[2]},
 							g->index};
 
+				if (evac_only && !arena_evacuating(ar, g))
+					continue;
 				if (fn(arg, &k, g->pers, g->data, g->len, g->checksum))
 					return true;
 			}
 		}
 	}
 	return false;
+}
+
+bool foreign_walk_owner(struct foreign *f, uint32_t owner,
+			bool (*fn)(void *arg, const struct foreign_key *k, bool pers,
+				   const void *data, size_t len, uint32_t checksum),
+			void *arg)
+{
+	return owner_valid(owner) && walk_owner(f, owner, false, fn, arg);
+}
+
+bool foreign_walk_evacuating(struct foreign *f, uint32_t owner,
+			     bool (*fn)(void *arg, const struct foreign_key *k, bool pers,
+					const void *data, size_t len, uint32_t checksum),
+			     void *arg)
+{
+	return owner_valid(owner) && arena_evac_chunks(f->owners[owner].arena) &&
+	       walk_owner(f, owner, true, fn, arg);
+}
+
+uint64_t foreign_evacuate(struct foreign *f, uint32_t owner, uint64_t bytes)
+{
+	if (!owner_valid(owner) || !f->owners[owner].arena)
+		return 0;
+	return arena_evacuate(f->owners[owner].arena, bytes);
+}
+
+size_t foreign_evac_chunks(const struct foreign *f, uint64_t *live)
+{
+	size_t n = 0;
+
+	*live = 0;
+	for (uint32_t o = 1; o <= CONFIG_NODES_MAX; o++) {
+		n += arena_evac_chunks(f->owners[o].arena);
+		*live += arena_evac_live(f->owners[o].arena);
+	}
+	return n;
 }
 
 bool foreign_walk(struct foreign *f,

@@ -62,6 +62,10 @@ void foreign_foreach_chunk(const struct foreign *f, uint32_t owner,
 int foreign_get(struct foreign *f, const struct foreign_key *k, const void **data, size_t *len,
 		uint32_t *checksum);
 
+/* foreign_get without counting it (the store's own walks). */
+int foreign_peek(struct foreign *f, const struct foreign_key *k, const void **data, size_t *len,
+		 uint32_t *checksum, bool *pers);
+
 /* @return 0 removed, -ENOENT. */
 int foreign_flush(struct foreign *f, const struct foreign_key *k);
 
@@ -100,6 +104,20 @@ bool foreign_walk_owner(struct foreign *f, uint32_t owner,
 			bool (*fn)(void *arg, const struct foreign_key *k, bool pers,
 				   const void *data, size_t len, uint32_t checksum),
 			void *arg);
+
+/*
+ * Give memory back (an elastic node shrinking): mark owner's emptiest arena
+ * chunks, up to bytes of live pages, to be unmapped once their pages are
+ * gone (arena_evacuate). @return the live bytes marked.
+ */
+uint64_t foreign_evacuate(struct foreign *f, uint32_t owner, uint64_t bytes);
+/* Walk only owner's pages in evacuating chunks (those to move). */
+bool foreign_walk_evacuating(struct foreign *f, uint32_t owner,
+			     bool (*fn)(void *arg, const struct foreign_key *k, bool pers,
+					const void *data, size_t len, uint32_t checksum),
+			     void *arg);
+/* Chunks evacuating now, over every owner; *live: the bytes still in them. */
+size_t foreign_evac_chunks(const struct foreign *f, uint64_t *live);
 
 struct foreign_stats {
 	uint64_t pages;          /* pages held now */

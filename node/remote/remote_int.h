@@ -44,7 +44,7 @@
 #define REPAIR_TICK_MS 10         /* the repair walk's pace */
 #define REPAIR_WALK 4096          /* records looked at a tick, at most */
 #define REPAIR_IDLE_MS 500        /* pause after a pass that could mend nothing */
-#define DRAIN_INFLIGHT 32         /* pages handed back at once */
+#define DRAIN_INFLIGHT 128        /* pages handed back at once */
 #define DRAIN_TICK_MS 10
 #define DRAIN_RETRY_MS 200        /* pause after a page nobody could take */
 
@@ -194,6 +194,10 @@ struct remote_drain {
 	uint64_t inflight_bytes;
 	uint64_t given_pages, given_bytes, give_rounds;
 	uint64_t given_dropped; /* ephemeral pages nobody had room for: dropped (a miss) */
+	/* the pages to hand back, found by one walk and taken in order (a walk per
+	 * answer would cost the whole store each time) */
+	struct foreign_key *queue;
+	size_t q_n, q_head, q_cap;
 };
 
 /* ---- the remote side ------------------------------------------------------------------ */

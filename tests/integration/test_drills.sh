@@ -40,6 +40,8 @@ cases=(
 	"partition|--drill partition --nodes 3"
 	"restart|--drill restart --nodes 3"
 	"restart-warm|--drill restart-warm --nodes 3"
+	# n2 lends with donate_mb = auto in a memory cgroup; a hog there grows (issue 24)
+	"pressure|--drill pressure"
 	"kill-r2|--drill kill --replicas 2 --nodes 3"
 	# four nodes: after the kill two peers live, so n1 can restore both copies
 	"kill-r2-n4|--drill kill --replicas 2 --nodes 4"
@@ -91,7 +93,10 @@ for c in "${cases[@]}"; do
 	echo "== drill $name: ${args[*]}"
 	start=$(date +%s)
 	# SIGINT: the drill cleans up after itself; 300 s is far above any drill's 2 min
-	timeout -s INT 300 "$drill" "${args[@]}" "${size[@]}" "${floor[@]}" --bin "$bin" \
+	# pressure sizes itself: its lender must hold 200 MiB
+	sz=("${size[@]}")
+	[ "$name" = pressure ] && sz=()
+	timeout -s INT 300 "$drill" "${args[@]}" "${sz[@]}" "${floor[@]}" --bin "$bin" \
 		| tee "/tmp/test_drills.$$.out"
 	rc=${PIPESTATUS[0]}
 	# a JSON report must parse and say what the exit status says

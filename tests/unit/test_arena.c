@@ -36,7 +36,7 @@ static void on_del(void *arg, uint32_t tag, void *base, size_t len)
 	seen.last_tag = tag;
 }
 
-static const struct arena_hooks hooks = { on_add, on_del };
+static const struct arena_hooks hooks = {on_add, on_del};
 
 static void count_chunk(void *arg, void *base, size_t len)
 {
@@ -93,10 +93,95 @@ static void test_blocks(void **state)
 	arena_destroy(NULL);
 }
 
+/*
+ * Giving memory back: a few blocks live in every chunk (freeing blocks alone
+ * unmaps nothing); evacuating marks the emptiest chunks, takes their free
+ * blocks off the lists, and unmaps each when its last block goes; new blocks
+ * never land in an evacuating chunk.
+ */
+static void test_evacuate(void **state)
+{
+	enum { N = 4000, LEN = 1000 };
+	static unsigned char *p[N];
+	struct arena *a;
+	size_t chunks, marked, evac;
+	int i, moved = 0;
+
+	memset(&seen, 0, sizeof(seen));
+	a = arena_create(&hooks, NULL, 3);
+	for (i = 0; i < N; i++) {
+		p[i] = arena_alloc(a, LEN);
+		assert_non_null(p[i]);
+		memset(p[i], i & 0xff, LEN);
+	}
+	chunks = arena_chunks(a);
+	assert_true(chunks >= 3);
+	/* a chunk emptied whole, its blocks on the free lists: evacuated, it goes at once */
+	{
+		struct arena *b = arena_create(NULL, NULL, 1);
+		void *q[1100];
+		int j;
+
+		for (j = 0; j < 1100; j++)
+			q[j] = arena_alloc(b, LEN); /* 1,040 a chunk: two chunks */
+		for (j = 0; j < 1040; j++)
+			arena_free(b, q[j], LEN);
+		assert_int_equal(arena_chunks(b), 2);
+		/* the empty one is the emptiest: gone; it freed no live byte, so the other is
+		 * marked */
+		arena_evacuate(b, 1);
+		assert_int_equal(arena_chunks(b), 1);
+		assert_int_equal(arena_evac_chunks(b), 1);
+		for (j = 0; j < 100; j++) /* the free lists hold nothing of the unmapped chunk */
+			memset(arena_alloc(b, LEN), 1, LEN);
+		arena_destroy(b);
+	}
+	/* free 15 of every 16: the chunks stay (each keeps some) */
+	for (i = 0; i < N; i++)
+		if (i % 16) {
+			arena_free(a, p[i], LEN);
+			p[i] = NULL;
+		}
+	assert_int_equal(arena_chunks(a), chunks);
+	/* ~65 live blocks of 1008 bytes a chunk: 100,000 bytes take two chunks */
+	marked = arena_evacuate(a, 100000);
+	assert_true(marked >= 100000);
+	evac = arena_evac_chunks(a);
+	assert_int_equal(evac, 2);
+	/* new blocks go elsewhere */
+	for (i = 0; i < 50; i++) {
+		unsigned char *q = arena_alloc(a, LEN);
+
+		assert_non_null(q);
+		assert_false(arena_evacuating(a, q));
+		arena_free(a, q, LEN);
+	}
+	/* move what is in them: the chunks go */
+	for (i = 0; i < N; i++)
+		if (p[i] && arena_evacuating(a, p[i])) {
+			assert_int_equal(p[i][LEN - 1], i & 0xff); /* bytes intact until moved */
+			arena_free(a, p[i], LEN);
+			p[i] = NULL;
+			moved++;
+		}
+	assert_true(moved > 0);
+	assert_int_equal(arena_evac_chunks(a), 0);
+	assert_true(arena_chunks(a) <= chunks - evac + 1); /* one new chunk for the 50 blocks */
+	assert_true(arena_chunks_freed(a) >= 2);
+	assert_int_equal(seen.deleted, (int)arena_chunks_freed(a));
+	/* the rest is intact */
+	for (i = 0; i < N; i++)
+		if (p[i])
+			assert_int_equal(p[i][0], i & 0xff);
+	arena_destroy(a);
+	assert_int_equal(seen.deleted, seen.added);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_blocks),
+	    cmocka_unit_test(test_blocks),
+	    cmocka_unit_test(test_evacuate),
 	};
 
 	return cmocka_run_group_tests_name("arena", tests, NULL, NULL);

@@ -177,17 +177,22 @@ static void test_psi_parse(void **state)
 	    psi_parse_meminfo("MemAvailable: 99999999999999999999 kB\nMemTotal: 5 kB\n", &avail,
 			      &total),
 	    -EINVAL);
-	assert_int_equal(psi_parse_cgroup("0::/system.slice/ramsterd.service\n", cg, sizeof(cg)),
+	assert_int_equal(psi_parse_cgroup("0::/system.slice/ramsterd.service\n", "0::", cg, sizeof(cg)),
 			 0);
 	assert_string_equal(cg, "/system.slice/ramsterd.service");
-	assert_int_equal(psi_parse_cgroup("0::/\n", cg, sizeof(cg)), 0);
+	assert_int_equal(psi_parse_cgroup("0::/\n", "0::", cg, sizeof(cg)), 0);
 	assert_string_equal(cg, "/");
-	assert_int_equal(psi_parse_cgroup("1:name=systemd:/x\n", cg, sizeof(cg)), -EINVAL);
-	assert_int_equal(psi_parse_cgroup("0::/a/../../etc\n", cg, sizeof(cg)), -EINVAL);
+	assert_int_equal(psi_parse_cgroup("1:name=systemd:/x\n", "0::", cg, sizeof(cg)), -EINVAL);
+	assert_int_equal(psi_parse_cgroup("9:pids:/\n4:memory:/process_api/x\n0::/\n", ":memory:", cg,
+					  sizeof(cg)),
+			 0);
+	assert_string_equal(cg, "/process_api/x");
+	assert_int_equal(psi_parse_cgroup("4:memory:/a\n", "0::", cg, sizeof(cg)), -EINVAL);
+	assert_int_equal(psi_parse_cgroup("0::/a/../../etc\n", "0::", cg, sizeof(cg)), -EINVAL);
 	assert_int_equal(
 	    psi_parse_cgroup(
 		"0::/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n",
-		cg, sizeof(cg)),
+		"0::", cg, sizeof(cg)),
 	    -EINVAL);
 }
 

@@ -115,6 +115,16 @@ void node_start(unsigned node)
 		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the drill */
 		if (!freopen(log, "a", stderr) || !freopen("/dev/null", "w", stdout))
 			_exit(126);
+		if (run.cg[0] && node == 2) {
+			/* pressure: n2 lives in the memory cgroup the drill made */
+			char procs[200];
+			FILE *f;
+
+			snprintf(procs, sizeof(procs), "%s/cgroup.procs", run.cg);
+			f = fopen(procs, "w");
+			if (!f || fputs("0", f) < 0 || fclose(f))
+				_exit(125);
+		}
 		if (o.drill == D_CLOCK && node == 1) {
 			/* n1's wall clock is libfaketime's: the drill steps it through this file */
 			char rc[128];
@@ -124,6 +134,16 @@ void node_start(unsigned node)
 			setenv("FAKETIME_TIMESTAMP_FILE", rc, 1);
 			setenv("FAKETIME_NO_CACHE", "1", 1);
 			setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
+		}
+		if (run.cg[0]) {
+			/* pressure: nsenter joins the namespace without remounting /sys
+			 * (ip netns exec does), so that the node sees its cgroup */
+			char netns[96];
+
+			snprintf(netns, sizeof(netns), "--net=/run/netns/%s", ns);
+			execlp("nsenter", "nsenter", netns, exe, "--config", conf, "--node", name,
+			       "--log-level", "notice", (char *)NULL);
+			_exit(127);
 		}
 		/* ip netns exec execs the command itself: this pid becomes ramsterd */
 		execlp("ip", "ip", "netns", "exec", ns, exe, "--config", conf, "--node", name,
@@ -198,10 +218,18 @@ void write_config(unsigned replicas)
 		char sock[128];
 
 		sock_path(sock, sizeof(sock), i);
-		fprintf(f,
-			"\n[node n%u]\nid = %u\naddress = 192.0.2.%u:%u\nsocket = %s\n"
-			"local_mb = %u\ndonate_mb = %u\n",
-			i, i, i, PORT, sock, i == 1 ? o.local_mb : 64, i == 1 ? 16 : 256);
+		fprintf(f, "\n[node n%u]\nid = %u\naddress = 192.0.2.%u:%u\nsocket = %s\n", i, i, i,
+			PORT, sock);
+		if (o.drill == D_PRESSURE && i == 2)
+			/* the lender: elastic, keeping 64 MiB of its cgroup free */
+			fprintf(f, "local_mb = 16\ndonate_mb = auto\ndonate_max_mb = 1024\n"
+				   "reserve_mb = 64\n");
+		else if (o.drill == D_PRESSURE)
+			fprintf(f, "local_mb = %u\ndonate_mb = %u\n", i == 1 ? 8 : 16,
+				i == 1 ? 16 : 1024);
+		else
+			fprintf(f, "local_mb = %u\ndonate_mb = %u\n", i == 1 ? o.local_mb : 64,
+				i == 1 ? 16 : 256);
 		if (o.drill == D_STALL)
 			fprintf(f, "nbd_socket = %s/n%u.nbd\n", run.dir, i);
 	}
@@ -220,12 +248,21 @@ void cleanup(void)
 
 	if (atomic_exchange(&run.cleaning, true))
 		return;
+	if (run.hog) {
+		kill(run.hog, SIGKILL);
+		waitpid(run.hog, NULL, 0);
+		run.hog = 0;
+	}
 	for (i = 1; i <= NODES_MAX; i++)
 		if (run.pid[i]) {
 			kill(run.pid[i], SIGKILL);
 			waitpid(run.pid[i], NULL, 0);
 			run.pid[i] = 0;
 		}
+	if (run.cg[0]) {
+		rmdir(run.cg); /* empty now: its processes are gone */
+		run.cg[0] = 0;
+	}
 	if (o.keep) {
 		if (run.hub)
 			fprintf(stderr, "ramster-drill: --keep: namespaces %s*, files in %s\n",

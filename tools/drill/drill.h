@@ -51,7 +51,7 @@
 /* ---- the run: options, what it made (main.c) ------------------------------------ */
 
 enum drill { D_KILL, D_STOP, D_PARTITION, D_RESTART, D_DRAIN, D_KILL_TWO, D_OWNER_STOP,
-	     D_OWNER_PARTITION, D_CLOCK, D_STALL, D_RESTART_WARM };
+	     D_OWNER_PARTITION, D_CLOCK, D_STALL, D_RESTART_WARM, D_PRESSURE };
 extern const char *const drill_names[]; /* by enum drill, as --drill takes them */
 
 struct opts {
@@ -77,10 +77,15 @@ struct drill_run {
 	bool hub, ns[NODES_MAX + 1]; /* namespaces made */
 	pid_t pid[NODES_MAX + 1];    /* running ramsterd, 0 none */
 	bool dir_made;
+	char cg[160];	/* pressure: n2's memory cgroup, "" none */
+	pid_t hog;	/* pressure: the hog, 0 none */
 	atomic_bool cleaning;
 };
 
 extern struct drill_run run;
+
+/* --drill pressure (pressure.c): its own run. @return the exit status. */
+int drill_pressure(void);
 
 /* A pause, a partition, a clock step: shorter than orphan_after_ms, nothing may be lost. */
 bool drill_pause(void);

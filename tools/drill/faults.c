@@ -346,6 +346,8 @@ void fault(struct result *res, ramster *r1)
 		if (net_link(2, false))
 			note("warning: cutting n2's link failed");
 		break;
+	case D_PRESSURE:
+		die("the pressure drill runs on its own (pressure.c)");
 	case D_DRAIN:
 		atomic_store(&cl.pause_writes, false);
 		drain(res);

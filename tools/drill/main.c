@@ -45,7 +45,7 @@ struct opts o = {
 
 const char *const drill_names[] = {"kill",	 "stop",     "partition",   "restart",
 				   "drain",	 "kill-two", "owner-stop",  "owner-partition",
-				   "clock-step", "stall",    "restart-warm"};
+				   "clock-step", "stall",    "restart-warm", "pressure"};
 
 struct drill_run run;
 
@@ -130,6 +130,8 @@ static int drill_run(void)
 	double t0;
 	bool pass;
 
+	if (o.drill == D_PRESSURE)
+		return drill_pressure();
 	if (o.drill == D_CLOCK) {
 		char rc[128];
 		FILE *f;
@@ -292,7 +294,9 @@ static void usage(FILE *f)
 	    "owner-partition (n1, the owner, is paused or cut off), clock-step (n1's wall\n"
 	    "clock jumps 2 h ahead, then 2 h behind, then n2 is paused: needs libfaketime),\n"
 	    "restart-warm (n2, a holder, restarts warm: SIGUSR2; nothing may be lost and n1\n"
-	    "must see no new incarnation).\n"
+	    "must see no new incarnation), pressure (n2 lends with donate_mb = auto in a\n"
+	    "memory cgroup; a hog there grows; n2 must give back in time, lose nothing,\n"
+	    "and lend again: docs/elastic.md).\n"
 	    "Pauses and partitions last 3 s (or 2 x dead_after_ms), far below orphan_after_ms:\n"
 	    "they must lose nothing and answer no get -EIO. stall: one NBD WRITE_ZEROES of\n"
 	    "4 GiB holds n1's loop (needs python3-libnbd); nothing may be lost either.\n"
@@ -449,6 +453,8 @@ int main(int argc, char **argv)
 		die("--drill drain needs --nodes 3 or more: n2 hands its pages to another peer");
 	if (o.dead_after_ms <= o.heartbeat_ms)
 		die("--dead-after-ms must be above --heartbeat-ms");
+	if (!o.pages && o.drill == D_PRESSURE)
+		o.pages = 120000; /* ~210 MiB of text pages on the lender, sealed */
 	if (!o.pages)
 		o.pages = (uint64_t)o.local_mb * 256 * 2 * 4; /* text pages compress ~2:1 */
 	if (!realpath(o.bin, run.bin))
