@@ -256,7 +256,7 @@ fuzz:
 	  SAN="-fsanitize=fuzzer-no-link,address,undefined" fuzz-bins
 fuzz-bins: $(FUZZ_BIN)
 build-fuzz/fuzz_%: $(call obj,tests/fuzz/fuzz_%.c) $(BUILD)/lib/libwire.a $(BUILD)/lib/libnode.a $(BUILD)/lib/libtier.a
-	$(CC) $(FINAL_LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(NODE_LIBS) $(TIER_LIBS) $(WIRE_LIBS)
+	$(CC) $(FINAL_LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(BUILD)/lib/libwire.a $(NODE_LIBS) $(TIER_LIBS) $(WIRE_LIBS)
 fuzz-run: fuzz
 	@for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p build-fuzz/corpus/$$n; \
 	  echo "fuzz: $$n for $(FUZZ_TIME)s"; \

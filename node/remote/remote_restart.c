@@ -188,9 +188,10 @@ int remote_record_check(uint16_t tag, const uint8_t *p, size_t len, uint32_t sel
 		/* another node id (or none now): the image's remote pages are not ours */
 		return get_le32(p) == self ? 0 : -EPROTO;
 	case REMOTE_TAG_PEER:
+		if (len != PEER_LEN)
+			return -EBADMSG;
 		node = get_le32(p);
-		return len == PEER_LEN && node && node <= CONFIG_NODES_MAX && node != self &&
-			       get_le64(p + 4)
+		return node && node <= CONFIG_NODES_MAX && node != self && get_le64(p + 4)
 			   ? 0
 			   : -EBADMSG;
 	case REMOTE_TAG_FLUSH:
@@ -208,7 +209,8 @@ int remote_record_check(uint16_t tag, const uint8_t *p, size_t len, uint32_t sel
 		if (len < FOREIGN_LEN)
 			return -EBADMSG;
 		node = get_le32(p);
-		if (!node || node > 64 || node == self || p[44] > 1 || p[45] || !get_le16(p + 46) ||
+		if (!node || node > CONFIG_NODES_MAX || node == self || p[44] > 1 || p[45] ||
+		    !get_le16(p + 46) || get_le16(p + 46) > SEAL_BLOB_MAX ||
 		    len != FOREIGN_LEN + (size_t)get_le16(p + 46))
 			return -EBADMSG;
 		return 0;
