@@ -16,83 +16,10 @@
 
 #include "tmem/map.h"
 #include "tmem/tmem.h"
-
-/* ---- structures ---------------------------------------------------------- */
-
-struct tmem_obj {
-	struct tmem_obj *next;  /* bucket chain */
-	struct tmem_oid oid;
-	uint32_t objno;         /* index in the object table */
-	uint32_t pin;           /* puts in progress: not freed while > 0 */
-	uint64_t nodes;         /* nodes its pages have named (ops->nodes), ever */
-	struct tmem_map map;
-	struct tmem_pool *pool;
-};
-
-struct tmem_bucket {
-	pthread_mutex_t lock;
-	struct tmem_obj **tab;  /* chained hash of objects; NULL when empty */
-	uint32_t mask;          /* size - 1 */
-	uint32_t n;             /* objects */
-};
-
-struct tmem_pool {
-	uint32_t id;
-	unsigned flags;
-	atomic_int refs;        /* the table's, plus one per call in progress */
-	atomic_bool dead;       /* destroyed: no new pages */
-	atomic_uint_fast64_t objects;
-	atomic_uint_fast64_t pages;
-	atomic_uint_fast64_t remote; /* of pages, remote descriptors (ops->is_remote) */
-	atomic_uint owner;      /* tmem_pool_set_owner: whose pages these are (0: nobody) */
-	struct tmem *t;
-	struct tmem_bucket bucket[TMEM_BUCKETS];
-};
-
-/* A free object-table slot holds (next free << 1) | 1. */
-#define OBJTAB_FREE(next) ((uintptr_t)(next) << 1 | 1u)
-#define OBJTAB_IS_FREE(e) ((uintptr_t)(e) & 1u)
-#define OBJTAB_NEXT(e) ((uint32_t)((uintptr_t)(e) >> 1))
-#define OBJTAB_NONE UINT32_MAX
-
-struct tmem {
-	const struct tmem_pamops *ops;
-	void *ctx;
-
-	pthread_mutex_t pool_lock; /* the pool table; held with no other lock */
-	struct tmem_pool **pools;  /* TMEM_MAX_POOLS slots */
-	uint32_t pool_hint;
-
-	pthread_mutex_t obj_lock;  /* the object table */
-	uintptr_t *objtab;         /* struct tmem_obj * or a free-list link */
-	uint32_t objtab_size;
-	uint32_t objtab_free;      /* head of the free list, or OBJTAB_NONE */
-
-	/* counters (relaxed atomics: each is exact, the set is not a snapshot) */
-	atomic_uint_fast64_t puts, puts_dup, puts_failed, dup_put_flushes;
-	atomic_uint_fast64_t gets, hits, misses, get_errors;
-	atomic_uint_fast64_t flushes, flushed_pages, flush_objects;
-	atomic_uint_fast64_t pools_created, pools_destroyed, pools_now;
-	atomic_uint_fast64_t objects, pages, evicted_pages, remote_gets;
-	atomic_int_fast64_t map_nodes, bucket_bytes;
-
-	/* owners (tmem_pool_set_owner): pages charged to each, and weights */
-	struct {
-		atomic_uint_fast64_t pages;
-		atomic_uint_fast64_t remote; /* of pages, remote ones */
-		atomic_uint weight;
-	} owners[TMEM_OWNERS_MAX];
-	atomic_uint owners_top; /* owner ids in use are below this */
-};
+#include "tmem/tmem_int.h"
 
 /* The bucket this thread holds while it calls the data side's create(). */
 static __thread struct tmem_bucket *held_bucket;
-
-#define CNT_ADD(c, v) atomic_fetch_add_explicit(&(c), (v), memory_order_relaxed)
-#define CNT_SUB(c, v) atomic_fetch_sub_explicit(&(c), (v), memory_order_relaxed)
-#define CNT_INC(c) CNT_ADD(c, 1)
-#define CNT_DEC(c) CNT_SUB(c, 1)
-#define CNT_GET(c) atomic_load_explicit(&(c), memory_order_relaxed)
 
 /* p's page count changes by n (either sign): the pool's, the space's, its owner's. */
 #define POOL_PAGES_ADD(p, n)                                                                \
@@ -154,7 +81,7 @@ static struct tmem_bucket *pool_bucket(struct tmem_pool *p, const struct tmem_oi
 
 /* ---- pools: table and references ----------------------------------------- */
 
-static struct tmem_pool *pool_get(struct tmem *t, uint32_t id)
+struct tmem_pool *tmem_pool_ref(struct tmem *t, uint32_t id)
 {
 	struct tmem_pool *p = NULL;
 
@@ -168,7 +95,7 @@ static struct tmem_pool *pool_get(struct tmem *t, uint32_t id)
 	return p;
 }
 
-static void pool_put(struct tmem_pool *p)
+void tmem_pool_unref(struct tmem_pool *p)
 {
 	unsigned i;
 
@@ -214,7 +141,7 @@ static int pool_new(struct tmem *t, unsigned flags, int64_t at)
 	}
 	if (i == TMEM_MAX_POOLS) {
 		pthread_mutex_unlock(&t->pool_lock);
-		pool_put(p);
+		tmem_pool_unref(p);
 		return at >= 0 ? -EEXIST : -ENOSPC;
 	}
 	p->id = id;
@@ -516,7 +443,7 @@ int tmem_pool_destroy(struct tmem *t, uint32_t id)
 	CNT_ADD(t->flushed_pages, n);
 	CNT_INC(t->pools_destroyed);
 	CNT_DEC(t->pools_now);
-	pool_put(p);
+	tmem_pool_unref(p);
 	return 0;
 }
 
@@ -526,7 +453,7 @@ static int put_common(struct tmem *t, uint32_t id, const struct tmem_oid *oid, u
 				  uint64_t *pampd),
 		      void *ctx, const void *page)
 {
-	struct tmem_pool *p = pool_get(t, id);
+	struct tmem_pool *p = tmem_pool_ref(t, id);
 	bool pers;
 	struct tmem_bucket *b;
 	struct tmem_obj *o;
@@ -587,7 +514,7 @@ refused:
 	obj_free_if_empty(b, o);
 unlock:
 	pthread_mutex_unlock(&b->lock);
-	pool_put(p);
+	tmem_pool_unref(p);
 	return ret;
 }
 
@@ -614,7 +541,7 @@ int tmem_get(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_t i
 int tmem_get_ex(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_t index,
 		void *page, uint64_t *remote)
 {
-	struct tmem_pool *p = pool_get(t, id);
+	struct tmem_pool *p = tmem_pool_ref(t, id);
 	struct tmem_bucket *b;
 	struct tmem_obj *o;
 	uint64_t pampd = 0;
@@ -652,7 +579,7 @@ int tmem_get_ex(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_
 	}
 unlock:
 	pthread_mutex_unlock(&b->lock);
-	pool_put(p);
+	tmem_pool_unref(p);
 	if (ret == -EREMOTE)
 		CNT_INC(t->remote_gets);
 	else
@@ -673,7 +600,7 @@ void tmem_note_get(struct tmem *t, int ret)
 int tmem_update(struct tmem *t, const struct tmem_handle *h,
 		int (*fn)(void *arg, struct tmem_ref ref, bool pers, uint64_t *pampd), void *arg)
 {
-	struct tmem_pool *p = pool_get(t, h->pool);
+	struct tmem_pool *p = tmem_pool_ref(t, h->pool);
 	struct tmem_ref ref = { UINT32_MAX, h->index };
 	struct tmem_bucket *b;
 	struct tmem_obj *o;
@@ -715,7 +642,7 @@ int tmem_update(struct tmem *t, const struct tmem_handle *h,
 	if (o)
 		obj_free_if_empty(b, o);
 	pthread_mutex_unlock(&b->lock);
-	pool_put(p);
+	tmem_pool_unref(p);
 	return ret;
 }
 
@@ -742,7 +669,7 @@ int tmem_ref_resolve(struct tmem *t, struct tmem_ref ref, struct tmem_handle *h,
 
 int tmem_flush_page(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_t index)
 {
-	struct tmem_pool *p = pool_get(t, id);
+	struct tmem_pool *p = tmem_pool_ref(t, id);
 	struct tmem_bucket *b;
 	struct tmem_obj *o;
 	int ret = -ENOENT;
@@ -758,7 +685,7 @@ int tmem_flush_page(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uin
 		obj_free_if_empty(b, o);
 	}
 	pthread_mutex_unlock(&b->lock);
-	pool_put(p);
+	tmem_pool_unref(p);
 	if (ret == 0)
 		CNT_INC(t->flushed_pages);
 	return ret;
@@ -766,7 +693,7 @@ int tmem_flush_page(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uin
 
 int tmem_flush_object(struct tmem *t, uint32_t id, const struct tmem_oid *oid)
 {
-	struct tmem_pool *p = pool_get(t, id);
+	struct tmem_pool *p = tmem_pool_ref(t, id);
 	struct tmem_bucket *b;
 	struct tmem_obj *o;
 	int ret = -ENOENT;
@@ -784,7 +711,7 @@ int tmem_flush_object(struct tmem *t, uint32_t id, const struct tmem_oid *oid)
 		ret = 0;
 	}
 	pthread_mutex_unlock(&b->lock);
-	pool_put(p);
+	tmem_pool_unref(p);
 	return ret;
 }
 
@@ -815,7 +742,7 @@ int tmem_replace(struct tmem *t, struct tmem_ref ref, uint64_t expect, uint64_t 
 	if (b != held_bucket) {
 		if (trylock) {
 			if (pthread_mutex_trylock(&b->lock)) {
-				pool_put(p);
+				tmem_pool_unref(p);
 				return -EBUSY;
 			}
 		} else {
@@ -847,13 +774,13 @@ int tmem_replace(struct tmem *t, struct tmem_ref ref, uint64_t expect, uint64_t 
 out:
 	if (locked)
 		pthread_mutex_unlock(&b->lock);
-	pool_put(p);
+	tmem_pool_unref(p);
 	return ret;
 }
 
 int tmem_pool_info(struct tmem *t, uint32_t id, struct tmem_pool_info *info)
 {
-	struct tmem_pool *p = pool_get(t, id);
+	struct tmem_pool *p = tmem_pool_ref(t, id);
 
 	if (!p)
 		return -ENOENT;
@@ -864,7 +791,7 @@ int tmem_pool_info(struct tmem *t, uint32_t id, struct tmem_pool_info *info)
 	info->remote = CNT_GET(p->remote);
 	info->owner = atomic_load(&p->owner);
 	info->weight = info->owner ? atomic_load(&t->owners[info->owner].weight) : 0;
-	pool_put(p);
+	tmem_pool_unref(p);
 	return 0;
 }
 
@@ -902,7 +829,7 @@ int tmem_walk(struct tmem *t, int (*pool_fn)(void *arg, const struct tmem_pool_i
 		if (tmem_pool_info(t, id, &info))
 			continue;
 		rc = pool_fn ? pool_fn(arg, &info) : 0;
-		p = pool_get(t, id);
+		p = tmem_pool_ref(t, id);
 		if (!p)
 			continue;
 		w.p = p;
@@ -920,139 +847,7 @@ int tmem_walk(struct tmem *t, int (*pool_fn)(void *arg, const struct tmem_pool_i
 			}
 			pthread_mutex_unlock(&bk->lock);
 		}
-		pool_put(p);
+		tmem_pool_unref(p);
 	}
 	return rc;
-}
-
-int tmem_pool_set_owner(struct tmem *t, uint32_t id, unsigned owner, unsigned weight)
-{
-	struct tmem_pool *p;
-	unsigned top;
-
-	if (!owner || owner >= TMEM_OWNERS_MAX || !weight)
-		return -EINVAL;
-	p = pool_get(t, id);
-	if (!p)
-		return -ENOENT;
-	if (CNT_GET(p->pages) || atomic_load(&p->owner)) {
-		pool_put(p);
-		return -EBUSY;
-	}
-	atomic_store(&t->owners[owner].weight, weight);
-	atomic_store(&p->owner, owner);
-	top = atomic_load(&t->owners_top);
-	while (top <= owner && !atomic_compare_exchange_weak(&t->owners_top, &top, owner + 1))
-		;
-	pool_put(p);
-	return 0;
-}
-
-int tmem_owner_set_weight(struct tmem *t, unsigned owner, unsigned weight)
-{
-	if (!owner || owner >= TMEM_OWNERS_MAX || !weight)
-		return -EINVAL;
-	atomic_store(&t->owners[owner].weight, weight);
-	return 0;
-}
-
-uint64_t tmem_owner_pages(struct tmem *t, unsigned owner)
-{
-	return owner && owner < TMEM_OWNERS_MAX ? CNT_GET(t->owners[owner].pages) : 0;
-}
-
-uint64_t tmem_owner_remote(struct tmem *t, unsigned owner)
-{
-	return owner && owner < TMEM_OWNERS_MAX ? CNT_GET(t->owners[owner].remote) : 0;
-}
-
-/* Sums over the owners holding pages now. */
-static void owners_sum(struct tmem *t, uint64_t *total, uint64_t *wsum)
-{
-	unsigned o, top = atomic_load(&t->owners_top);
-	uint64_t pages;
-
-	*total = *wsum = 0;
-	for (o = 1; o < top; o++) {
-		pages = CNT_GET(t->owners[o].pages);
-		if (!pages)
-			continue;
-		*total += pages;
-		*wsum += atomic_load_explicit(&t->owners[o].weight, memory_order_relaxed);
-	}
-}
-
-/* Over its share by more than 1/16 (no churn between owners near their shares). */
-static bool owner_over(struct tmem *t, unsigned o, uint64_t total, uint64_t wsum)
-{
-	return wsum && CNT_GET(t->owners[o].pages) * wsum * 16 >
-			   total * atomic_load_explicit(&t->owners[o].weight, memory_order_relaxed) * 17;
-}
-
-bool tmem_any_over_share(struct tmem *t)
-{
-	unsigned o, top = atomic_load(&t->owners_top);
-	uint64_t total, wsum;
-
-	owners_sum(t, &total, &wsum);
-	for (o = 1; o < top; o++)
-		if (owner_over(t, o, total, wsum))
-			return true;
-	return false;
-}
-
-bool tmem_ref_over_share(struct tmem *t, struct tmem_ref ref)
-{
-	unsigned owner;
-	uint64_t total, wsum;
-	uintptr_t e;
-
-	pthread_mutex_lock(&t->obj_lock);
-	e = ref.objno < t->objtab_size ? t->objtab[ref.objno] : 1;
-	owner = OBJTAB_IS_FREE(e) ? 0 : atomic_load(&((struct tmem_obj *)e)->pool->owner);
-	pthread_mutex_unlock(&t->obj_lock);
-	if (!owner)
-		return false;
-	/* the owners holding pages now share the space by weight */
-	owners_sum(t, &total, &wsum);
-	return owner_over(t, owner, total, wsum);
-}
-
-uint64_t tmem_meta_estimate(struct tmem *t)
-{
-	int64_t nodes = CNT_GET(t->map_nodes), bb = CNT_GET(t->bucket_bytes);
-
-	return CNT_GET(t->pools_now) * sizeof(struct tmem_pool) +
-	       CNT_GET(t->objects) * (sizeof(struct tmem_obj) + sizeof(*t->objtab)) +
-	       (uint64_t)(nodes > 0 ? nodes : 0) * map_node_size() + (uint64_t)(bb > 0 ? bb : 0);
-}
-
-void tmem_get_stats(struct tmem *t, struct tmem_stats *s)
-{
-	int64_t nodes = CNT_GET(t->map_nodes), bb = CNT_GET(t->bucket_bytes);
-
-	s->puts = CNT_GET(t->puts);
-	s->puts_dup = CNT_GET(t->puts_dup);
-	s->puts_failed = CNT_GET(t->puts_failed);
-	s->dup_put_flushes = CNT_GET(t->dup_put_flushes);
-	s->gets = CNT_GET(t->gets);
-	s->hits = CNT_GET(t->hits);
-	s->misses = CNT_GET(t->misses);
-	s->get_errors = CNT_GET(t->get_errors);
-	s->flushes = CNT_GET(t->flushes);
-	s->flushed_pages = CNT_GET(t->flushed_pages);
-	s->flush_objects = CNT_GET(t->flush_objects);
-	s->pools_created = CNT_GET(t->pools_created);
-	s->pools_destroyed = CNT_GET(t->pools_destroyed);
-	s->pools = CNT_GET(t->pools_now);
-	s->objects = CNT_GET(t->objects);
-	s->pages = CNT_GET(t->pages);
-	s->evicted_pages = CNT_GET(t->evicted_pages);
-	s->remote_gets = CNT_GET(t->remote_gets);
-	pthread_mutex_lock(&t->obj_lock);
-	s->meta_bytes = (uint64_t)t->objtab_size * sizeof(*t->objtab);
-	pthread_mutex_unlock(&t->obj_lock);
-	s->meta_bytes += sizeof(*t) + TMEM_MAX_POOLS * sizeof(*t->pools) +
-			 s->pools * sizeof(struct tmem_pool) + s->objects * sizeof(struct tmem_obj) +
-			 (uint64_t)(nodes > 0 ? nodes : 0) * map_node_size() + (uint64_t)(bb > 0 ? bb : 0);
 }

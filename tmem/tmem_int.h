@@ -1,0 +1,95 @@
+/*
+ * tmem_int.h - the handle space's structures, shared by tmem/tmem.c (pools,
+ * objects, maps, the coherency rules) and tmem/tmem_owner.c (owners' shares
+ * and the counters). Nothing outside tmem/ includes it.
+ */
+#ifndef RAMSTER_TMEM_INT_H
+#define RAMSTER_TMEM_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tmem/map.h"
+#include "tmem/tmem.h"
+
+/* ---- structures ---------------------------------------------------------- */
+
+struct tmem_obj {
+	struct tmem_obj *next; /* bucket chain */
+	struct tmem_oid oid;
+	uint32_t objno; /* index in the object table */
+	uint32_t pin;	/* puts in progress: not freed while > 0 */
+	uint64_t nodes; /* nodes its pages have named (ops->nodes), ever */
+	struct tmem_map map;
+	struct tmem_pool *pool;
+};
+
+struct tmem_bucket {
+	pthread_mutex_t lock;
+	struct tmem_obj **tab; /* chained hash of objects; NULL when empty */
+	uint32_t mask;	       /* size - 1 */
+	uint32_t n;	       /* objects */
+};
+
+struct tmem_pool {
+	uint32_t id;
+	unsigned flags;
+	atomic_int refs;  /* the table's, plus one per call in progress */
+	atomic_bool dead; /* destroyed: no new pages */
+	atomic_uint_fast64_t objects;
+	atomic_uint_fast64_t pages;
+	atomic_uint_fast64_t remote; /* of pages, remote descriptors (ops->is_remote) */
+	atomic_uint owner;	     /* tmem_pool_set_owner: whose pages these are (0: nobody) */
+	struct tmem *t;
+	struct tmem_bucket bucket[TMEM_BUCKETS];
+};
+
+/* A free object-table slot holds (next free << 1) | 1. */
+#define OBJTAB_FREE(next) ((uintptr_t)(next) << 1 | 1u)
+#define OBJTAB_IS_FREE(e) ((uintptr_t)(e)&1u)
+#define OBJTAB_NEXT(e)	  ((uint32_t)((uintptr_t)(e) >> 1))
+#define OBJTAB_NONE	  UINT32_MAX
+
+struct tmem {
+	const struct tmem_pamops *ops;
+	void *ctx;
+
+	pthread_mutex_t pool_lock; /* the pool table; held with no other lock */
+	struct tmem_pool **pools;  /* TMEM_MAX_POOLS slots */
+	uint32_t pool_hint;
+
+	pthread_mutex_t obj_lock; /* the object table */
+	uintptr_t *objtab;	  /* struct tmem_obj * or a free-list link */
+	uint32_t objtab_size;
+	uint32_t objtab_free; /* head of the free list, or OBJTAB_NONE */
+
+	/* counters (relaxed atomics: each is exact, the set is not a snapshot) */
+	atomic_uint_fast64_t puts, puts_dup, puts_failed, dup_put_flushes;
+	atomic_uint_fast64_t gets, hits, misses, get_errors;
+	atomic_uint_fast64_t flushes, flushed_pages, flush_objects;
+	atomic_uint_fast64_t pools_created, pools_destroyed, pools_now;
+	atomic_uint_fast64_t objects, pages, evicted_pages, remote_gets;
+	atomic_int_fast64_t map_nodes, bucket_bytes;
+
+	/* owners (tmem_pool_set_owner): pages charged to each, and weights */
+	struct {
+		atomic_uint_fast64_t pages;
+		atomic_uint_fast64_t remote; /* of pages, remote ones */
+		atomic_uint weight;
+	} owners[TMEM_OWNERS_MAX];
+	atomic_uint owners_top; /* owner ids in use are below this */
+};
+
+#define CNT_ADD(c, v) atomic_fetch_add_explicit(&(c), (v), memory_order_relaxed)
+#define CNT_SUB(c, v) atomic_fetch_sub_explicit(&(c), (v), memory_order_relaxed)
+#define CNT_INC(c)    CNT_ADD(c, 1)
+#define CNT_DEC(c)    CNT_SUB(c, 1)
+#define CNT_GET(c)    atomic_load_explicit(&(c), memory_order_relaxed)
+
+/* A reference to pool id (NULL: none), and its release (the last one frees it). */
+struct tmem_pool *tmem_pool_ref(struct tmem *t, uint32_t id);
+void tmem_pool_unref(struct tmem_pool *p);
+
+#endif /* RAMSTER_TMEM_INT_H */
