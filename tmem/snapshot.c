@@ -8,35 +8,10 @@
 #include <errno.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "tmem/snapshot.h"
 
 #define PAGE_HEAD 40
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	unsigned i;
-
-	for (i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	unsigned i;
-
-	for (i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
 
 /* ---- save ------------------------------------------------------------------------ */
 
@@ -52,10 +27,10 @@ static int save_pool(void *arg, const struct tmem_pool_info *info)
 	struct save_ctx *s = arg;
 	uint8_t rec[16];
 
-	put32(rec, info->id);
-	put32(rec + 4, info->flags);
-	put32(rec + 8, info->owner);
-	put32(rec + 12, info->weight);
+	put_le32(rec, info->id);
+	put_le32(rec + 4, info->flags);
+	put_le32(rec + 8, info->owner);
+	put_le32(rec + 12, info->weight);
 	s->st->pools++;
 	return s->emit(s->arg, SNAPSHOT_TAG_POOL, rec, sizeof(rec), NULL, 0);
 }
@@ -73,15 +48,15 @@ static int save_page(void *arg, const struct tmem_handle *h, bool pers, uint64_t
 	rc = zcache_page_export(s->z, pampd, &pi);
 	if (rc)
 		return rc;
-	put32(head, h->pool);
-	put64(head + 4, h->oid.w[0]);
-	put64(head + 12, h->oid.w[1]);
-	put64(head + 20, h->oid.w[2]);
-	put32(head + 28, h->index);
+	put_le32(head, h->pool);
+	put_le64(head + 4, h->oid.w[0]);
+	put_le64(head + 12, h->oid.w[1]);
+	put_le64(head + 20, h->oid.w[2]);
+	put_le32(head + 28, h->index);
 	head[32] = (uint8_t)pi.kind;
 	head[33] = 0;
 	head[34] = head[35] = 0;
-	put32(head + 36, 0);
+	put_le32(head + 36, 0);
 	switch (pi.kind) {
 	case ZCACHE_IMG_ZERO:
 		s->st->pages_zero++;
@@ -96,7 +71,7 @@ static int save_page(void *arg, const struct tmem_handle *h, bool pers, uint64_t
 		head[33] = (uint8_t)pi.set.n;
 		head[34] = (uint8_t)pi.set.len;
 		head[35] = (uint8_t)(pi.set.len >> 8);
-		put32(head + 36, pi.set.checksum);
+		put_le32(head + 36, pi.set.checksum);
 		for (k = 0; k < pi.set.n; k++) {
 			head[PAGE_HEAD + k] = pi.set.node[k];
 			head[PAGE_HEAD + pi.set.n + k] = pi.set.epoch[k];
@@ -117,8 +92,8 @@ int snapshot_save(struct zcache *z, snapshot_emit_fn emit, void *arg, struct sna
 	int rc;
 
 	memset(st, 0, sizeof(*st));
-	put32(rec, SNAPSHOT_VERSION);
-	put32(rec + 4, (uint32_t)zcache_algo(z));
+	put_le32(rec, SNAPSHOT_VERSION);
+	put_le32(rec + 4, (uint32_t)zcache_algo(z));
 	rc = emit(arg, SNAPSHOT_TAG_TIER, rec, sizeof(rec), NULL, 0);
 	if (rc)
 		return rc;
@@ -157,10 +132,10 @@ static int load_pool(struct snapshot_loader *l, const uint8_t *p, size_t len)
 
 	if (len != 16)
 		return -EBADMSG;
-	id = get32(p);
-	flags = get32(p + 4);
-	owner = get32(p + 8);
-	weight = get32(p + 12);
+	id = get_le32(p);
+	flags = get_le32(p + 4);
+	owner = get_le32(p + 8);
+	weight = get_le32(p + 12);
 	if (l->pool >= 0 && id <= (uint32_t)l->pool)
 		return -EBADMSG; /* saved in id order: the same pool twice, or out of order */
 	rc = tmem_pool_new_at(t, id, flags);
@@ -191,14 +166,14 @@ static int load_page(struct snapshot_loader *l, const uint8_t *p, size_t len)
 	size_t hlen;
 	int rc;
 
-	if (len < PAGE_HEAD || l->pool < 0 || get32(p) != (uint32_t)l->pool)
+	if (len < PAGE_HEAD || l->pool < 0 || get_le32(p) != (uint32_t)l->pool)
 		return -EBADMSG;
 	memset(&pi, 0, sizeof(pi));
-	h.pool = get32(p);
-	h.oid.w[0] = get64(p + 4);
-	h.oid.w[1] = get64(p + 12);
-	h.oid.w[2] = get64(p + 20);
-	h.index = get32(p + 28);
+	h.pool = get_le32(p);
+	h.oid.w[0] = get_le64(p + 4);
+	h.oid.w[1] = get_le64(p + 12);
+	h.oid.w[2] = get_le64(p + 20);
+	h.index = get_le32(p + 28);
 	pi.kind = p[32];
 	n = p[33];
 	plen = (unsigned)p[34] | (unsigned)p[35] << 8;
@@ -219,7 +194,7 @@ static int load_page(struct snapshot_loader *l, const uint8_t *p, size_t len)
 			return -EBADMSG;
 		pi.set.n = n;
 		pi.set.len = plen;
-		pi.set.checksum = get32(p + 36);
+		pi.set.checksum = get_le32(p + 36);
 		for (k = 0; k < n; k++) {
 			pi.set.node[k] = p[PAGE_HEAD + k];
 			pi.set.epoch[k] = p[PAGE_HEAD + n + k];
@@ -256,7 +231,7 @@ int snapshot_load_record(struct snapshot_loader *l, uint16_t tag, const uint8_t 
 	case SNAPSHOT_TAG_TIER:
 		if (len != 8 || l->tier_seen)
 			return -EBADMSG;
-		if (get32(p) != SNAPSHOT_VERSION || get32(p + 4) != (uint32_t)zcache_algo(l->z))
+		if (get_le32(p) != SNAPSHOT_VERSION || get_le32(p + 4) != (uint32_t)zcache_algo(l->z))
 			return -EPROTO;
 		l->tier_seen = 1;
 		return 0;

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "common/util.h"
 #include "node/client/pools.h"
 
 #define POOLS_BUCKETS	256
@@ -609,19 +610,6 @@ void pools_reattach_counts(const struct pools *p, struct pools_reattach_stats *o
 /* ENTRY: u32 pool, u32 flags, u32 uid, u32 gid, u32 mode, u32 charged, uuid, token. */
 #define POOLS_REC_LEN (24 + POOLS_UUID_LEN + POOLS_TOKEN_LEN)
 
-static void pools_put32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-	p[2] = (uint8_t)(v >> 16);
-	p[3] = (uint8_t)(v >> 24);
-}
-
-static uint32_t pools_get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 int pools_save(const struct pools *p,
 	       int (*emit)(void *arg, uint16_t tag, const void *head, size_t head_len,
 			   const void *body, size_t body_len),
@@ -632,12 +620,12 @@ int pools_save(const struct pools *p,
 	int rc;
 
 	for (e = p->all.next; e != &p->all; e = e->next) {
-		pools_put32(rec, e->pool);
-		pools_put32(rec + 4, e->flags);
-		pools_put32(rec + 8, (uint32_t)e->uid);
-		pools_put32(rec + 12, (uint32_t)e->gid);
-		pools_put32(rec + 16, e->mode);
-		pools_put32(rec + 20, e->user != NULL);
+		put_le32(rec, e->pool);
+		put_le32(rec + 4, e->flags);
+		put_le32(rec + 8, (uint32_t)e->uid);
+		put_le32(rec + 12, (uint32_t)e->gid);
+		put_le32(rec + 16, e->mode);
+		put_le32(rec + 20, e->user != NULL);
 		memcpy(rec + 24, e->uuid, POOLS_UUID_LEN);
 		memcpy(rec + 24 + POOLS_UUID_LEN, e->token, POOLS_TOKEN_LEN);
 		rc = emit(arg, POOLS_TAG_ENTRY, rec, sizeof(rec), NULL, 0);
@@ -657,18 +645,18 @@ int pools_load_record(struct pools *p, struct users *u, uint16_t tag, const uint
 
 	if (tag != POOLS_TAG_ENTRY || len != POOLS_REC_LEN)
 		return -EBADMSG;
-	pool = pools_get32(rec);
-	flags = pools_get32(rec + 4);
-	charged = pools_get32(rec + 20);
+	pool = get_le32(rec);
+	flags = get_le32(rec + 4);
+	charged = get_le32(rec + 20);
 	if ((flags & ~(unsigned)(TMEM_PERSISTENT | TMEM_SHARED)) || charged > 1 ||
-	    pools_get32(rec + 16) > 0777)
+	    get_le32(rec + 16) > 0777)
 		return -EBADMSG;
 	if ((flags & TMEM_SHARED) && pools_lookup(p, rec + 24))
 		return -EBADMSG; /* the same uuid twice */
 	if (pools_by_token(p, rec + 24 + POOLS_UUID_LEN))
 		return -EBADMSG; /* the same token twice */
 	if (charged && u) {
-		uu = users_adopt(u, (uid_t)pools_get32(rec + 8), (gid_t)pools_get32(rec + 12));
+		uu = users_adopt(u, (uid_t)get_le32(rec + 8), (gid_t)get_le32(rec + 12));
 		if (!uu)
 			return -ENOMEM;
 	}
@@ -686,9 +674,9 @@ int pools_load_record(struct pools *p, struct users *u, uint16_t tag, const uint
 		(void)tmem_pool_set_owner(p->t, pool, uu->tier_owner, uu->weight);
 	e->pool = pool;
 	e->flags = flags;
-	e->uid = (uid_t)pools_get32(rec + 8);
-	e->gid = (gid_t)pools_get32(rec + 12);
-	e->mode = pools_get32(rec + 16);
+	e->uid = (uid_t)get_le32(rec + 8);
+	e->gid = (gid_t)get_le32(rec + 12);
+	e->mode = get_le32(rec + 16);
 	memcpy(e->token, rec + 24 + POOLS_UUID_LEN, POOLS_TOKEN_LEN);
 	e->user = uu;
 	if (uu) {

@@ -14,6 +14,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "node/client/pools.h"
+#include "node/clock.h"
 #include "node/log.h"
 #include "node/nbd/nbd.h"
 #include "node/remote/remote.h"
@@ -24,10 +25,7 @@
 
 static uint64_t now_us(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+	return clock_now_ns() / 1000u;
 }
 
 /* $RAMSTER_RESTART_FD: a number, an open memfd. */
