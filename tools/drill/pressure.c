@@ -23,7 +23,7 @@
 #define PR_LEAVE_MB 64	/* what the hog leaves the lender */
 #define PR_HOLD_MB  200 /* what the lender holds before the hog starts */
 #define PR_STEP_MB  16	/* the hog grows by this ... */
-#define PR_STEP_MS  500 /* ... this often */
+#define PR_STEP_MS  750 /* ... this often: ~21 MiB/s */
 #define PR_GIVE_MS  10000
 #define PR_BACK_MB  128 /* after the hog: the lender lends this much again */
 
