@@ -52,6 +52,7 @@ struct config_node {
 	uint64_t donate_min_mb, donate_max_mb; /* auto: its bounds (max 0: half the RAM) */
 	uint64_t reserve_mb;            /* auto: what the host always keeps (0: a 16th, >= 256) */
 	uint32_t pressure_target;       /* auto: memory stall, us per s of wall time */
+	bool bring_home;                /* read pages on peers home while there is room */
 	char nbd_socket[CONFIG_PATH_MAX];
 	char nbd_listen[CONFIG_NAME_MAX];
 	unsigned nbd_tls;               /* enum config_nbd_tls */

@@ -296,6 +296,12 @@ const struct config_key config_keys[] = {
 	     "memory cgroup with a limit, the room below it) falls under it, the node gives "
 	     "back at once what it takes.",
      .reload = CONFIG_RELOAD_RESTART},
+    {.name = "bring_home", NODE(bring_home), .type = CONFIG_BOOL, .def = "false",
+     .help = "While this node's tier is 10 points under `low_watermark` and its host is calm "
+	     "(memory stall under half of `pressure_target`), read its persistent pages on "
+	     "peers back home, a batch of 64 a second (docs/elastic.md). The pages a workload "
+	     "reads come home anyway when there is room.",
+     .reload = CONFIG_RELOAD_RESTART},
     {.name = "pressure_target", NODE(pressure_target), .type = CONFIG_U32, .min = 10,
      .max = 500000, .def = "1000",
      .help = "`donate_mb = auto`: the memory stall (PSI `some`, of the host and of the node's "

@@ -182,6 +182,7 @@ struct main_node {
 	struct users *users;   /* per-uid records and limits (outlive the pools) */
 	struct remote *remote; /* the collective, or NULL */
 	struct elastic *elastic; /* donate_mb = auto, or NULL */
+	struct home *home;       /* bring_home, or NULL */
 	struct store *store;   /* the frontends' storage API over both */
 	struct client_listener *listener;
 	struct nbd *nbd; /* the NBD frontend, or NULL without exports */
@@ -527,6 +528,14 @@ int main(int argc, char **argv)
 		log_error("cannot start the remotify thread");
 		goto destroy_remote;
 	}
+	if (n.remote && self->bring_home) {
+		n.home = home_create(n.loop, n.remote, n.zcache, cfg.low_watermark_pct, self);
+		if (!n.home) {
+			log_error("cannot start bring_home: out of memory");
+			status = EXIT_USAGE;
+			goto destroy_remote;
+		}
+	}
 	if (n.remote && self->donate_mb == CONFIG_AUTO) {
 		n.elastic = elastic_create(n.loop, n.remote, self, err, sizeof(err));
 		if (!n.elastic) {
@@ -556,6 +565,7 @@ int main(int argc, char **argv)
 	    .users = n.users,
 	    .restart = &n.restart,
 	    .elastic = n.elastic,
+	    .home = n.home,
 	    .restart_now = main_restart_now,
 	    .restart_arg = &n,
 	};
@@ -654,7 +664,8 @@ destroy_store:
 	store_destroy(n.store);
 destroy_remote:
 	elastic_destroy(n.elastic);
-	remote_destroy(n.remote);
+	remote_destroy(n.remote); /* ends bring_home's gets in flight */
+	home_destroy(n.home);
 destroy_pools:
 	pools_destroy(n.pools);
 destroy_zcache:

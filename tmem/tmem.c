@@ -22,22 +22,22 @@
 static __thread struct tmem_bucket *held_bucket;
 
 /* p's page count changes by n (either sign): the pool's, the space's, its owner's. */
-#define POOL_PAGES_ADD(p, n)                                                                \
-	do {                                                                                \
-		unsigned own_ = atomic_load_explicit(&(p)->owner, memory_order_relaxed);    \
-		CNT_ADD((p)->pages, (uint64_t)(n));                                          \
-		CNT_ADD((p)->t->pages, (uint64_t)(n));                                       \
-		if (own_)                                                                   \
-			CNT_ADD((p)->t->owners[own_].pages, (uint64_t)(n));                  \
+#define POOL_PAGES_ADD(p, n)                                                                       \
+	do {                                                                                       \
+		unsigned own_ = atomic_load_explicit(&(p)->owner, memory_order_relaxed);           \
+		CNT_ADD((p)->pages, (uint64_t)(n));                                                \
+		CNT_ADD((p)->t->pages, (uint64_t)(n));                                             \
+		if (own_)                                                                          \
+			CNT_ADD((p)->t->owners[own_].pages, (uint64_t)(n));                        \
 	} while (0)
 
 /* p's remote page count changes by n (either sign): the pool's and its owner's. */
-#define POOL_REMOTE_ADD(p, n)                                                               \
-	do {                                                                                \
-		unsigned own_ = atomic_load_explicit(&(p)->owner, memory_order_relaxed);    \
-		CNT_ADD((p)->remote, (uint64_t)(n));                                         \
-		if (own_)                                                                   \
-			CNT_ADD((p)->t->owners[own_].remote, (uint64_t)(n));                 \
+#define POOL_REMOTE_ADD(p, n)                                                                      \
+	do {                                                                                       \
+		unsigned own_ = atomic_load_explicit(&(p)->owner, memory_order_relaxed);           \
+		CNT_ADD((p)->remote, (uint64_t)(n));                                               \
+		if (own_)                                                                          \
+			CNT_ADD((p)->t->owners[own_].remote, (uint64_t)(n));                       \
 	} while (0)
 
 /* 1 when pampd (non-zero) is a remote page, else 0. */
@@ -195,7 +195,8 @@ static int bucket_grow(struct tmem *t, struct tmem_bucket *b)
 			tab[oid_hash(&o->oid) & (size - 1)] = o;
 		}
 	}
-	CNT_ADD(t->bucket_bytes, (int64_t)(size - (b->tab ? b->mask + 1 : 0)) * (int64_t)sizeof(*tab));
+	CNT_ADD(t->bucket_bytes,
+		(int64_t)(size - (b->tab ? b->mask + 1 : 0)) * (int64_t)sizeof(*tab));
 	free(b->tab);
 	b->tab = tab;
 	b->mask = size - 1;
@@ -301,7 +302,7 @@ static int obj_remove_page(struct tmem_obj *o, uint32_t index)
 	uint64_t pampd;
 	int delta;
 
-	struct tmem_handle h = { p->id, o->oid, index };
+	struct tmem_handle h = {p->id, o->oid, index};
 
 	pampd = map_delete(&o->map, index, &delta);
 	nodes_account(t, delta);
@@ -324,7 +325,7 @@ static void drain_one(void *arg, uint32_t index, uint64_t pampd)
 {
 	struct drain_ctx *d = arg;
 	struct tmem *t = d->pool->t;
-	struct tmem_handle h = { d->pool->id, d->obj->oid, index };
+	struct tmem_handle h = {d->pool->id, d->obj->oid, index};
 
 	d->remote += pampd_remote(t, pampd);
 	t->ops->free(t->ctx, d->pool->flags & TMEM_PERSISTENT, pampd, &h, true);
@@ -340,7 +341,7 @@ static uint64_t obj_destroy(struct tmem_bucket *b, struct tmem_obj *o, bool tell
 {
 	struct tmem_pool *p = o->pool;
 	struct tmem *t = p->t;
-	struct drain_ctx d = { .pool = p, .obj = o };
+	struct drain_ctx d = {.pool = p, .obj = o};
 	size_t freed;
 
 	freed = map_drain(&o->map, drain_one, &d);
@@ -349,7 +350,7 @@ static uint64_t obj_destroy(struct tmem_bucket *b, struct tmem_obj *o, bool tell
 	if (d.remote)
 		POOL_REMOTE_ADD(p, -(uint64_t)d.remote);
 	if (tell && o->nodes && t->ops->flush_object) {
-		struct tmem_handle h = { p->id, o->oid, 0 };
+		struct tmem_handle h = {p->id, o->oid, 0};
 
 		t->ops->flush_object(t->ctx, p->flags & TMEM_PERSISTENT, &h, o->nodes);
 	}
@@ -447,7 +448,8 @@ int tmem_pool_destroy(struct tmem *t, uint32_t id)
 	return 0;
 }
 
-/* A put whose descriptor comes from make(ctx, flags, page, ref, &pampd): the data side's create, or tmem_put_desc's maker. */
+/* A put whose descriptor comes from make(ctx, flags, page, ref, &pampd): the data side's create, or
+ * tmem_put_desc's maker. */
 static int put_common(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_t index,
 		      int (*make)(void *ctx, unsigned flags, const void *page, struct tmem_ref ref,
 				  uint64_t *pampd),
@@ -482,14 +484,14 @@ static int put_common(struct tmem *t, uint32_t id, const struct tmem_oid *oid, u
 	 * the old descriptor only afterwards. */
 	o->pin++;
 	held_bucket = b;
-	ret = make(ctx, p->flags, page, (struct tmem_ref){ o->objno, index }, &pampd);
+	ret = make(ctx, p->flags, page, (struct tmem_ref){o->objno, index}, &pampd);
 	held_bucket = NULL;
 	o->pin--;
 	if (ret == 0) {
 		ret = map_set(&o->map, index, pampd, &old, &delta);
 		nodes_account(t, delta);
 		if (ret) {
-			struct tmem_handle h = { p->id, *oid, index };
+			struct tmem_handle h = {p->id, *oid, index};
 
 			t->ops->free(t->ctx, pers, pampd, &h, false);
 			goto refused;
@@ -497,7 +499,7 @@ static int put_common(struct tmem *t, uint32_t id, const struct tmem_oid *oid, u
 		o->nodes |= pampd_nodes(t, pampd);
 		remote_account(p, old, pampd);
 		if (old) {
-			struct tmem_handle h = { p->id, *oid, index };
+			struct tmem_handle h = {p->id, *oid, index};
 
 			t->ops->free(t->ctx, pers, old, &h, false);
 			CNT_INC(t->puts_dup);
@@ -532,14 +534,13 @@ int tmem_put_desc(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint3
 	return put_common(t, id, oid, index, make, arg, NULL);
 }
 
-int tmem_get(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_t index,
-	     void *page)
+int tmem_get(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_t index, void *page)
 {
 	return tmem_get_ex(t, id, oid, index, page, NULL);
 }
 
-int tmem_get_ex(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_t index,
-		void *page, uint64_t *remote)
+int tmem_get_ex(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_t index, void *page,
+		uint64_t *remote)
 {
 	struct tmem_pool *p = tmem_pool_ref(t, id);
 	struct tmem_bucket *b;
@@ -601,7 +602,7 @@ int tmem_update(struct tmem *t, const struct tmem_handle *h,
 		int (*fn)(void *arg, struct tmem_ref ref, bool pers, uint64_t *pampd), void *arg)
 {
 	struct tmem_pool *p = tmem_pool_ref(t, h->pool);
-	struct tmem_ref ref = { UINT32_MAX, h->index };
+	struct tmem_ref ref = {UINT32_MAX, h->index};
 	struct tmem_bucket *b;
 	struct tmem_obj *o;
 	uint64_t pampd = 0, was;
@@ -808,16 +809,66 @@ struct walk_ctx {
 static int walk_one(void *arg, uint32_t index, uint64_t pampd)
 {
 	struct walk_ctx *w = arg;
-	struct tmem_handle h = { w->p->id, w->o->oid, index };
+	struct tmem_handle h = {w->p->id, w->o->oid, index};
 
 	return w->page_fn(w->arg, &h, w->p->flags & TMEM_PERSISTENT, pampd);
+}
+
+int tmem_scan(struct tmem *t, struct tmem_cursor *c, unsigned max_slots,
+	      int (*page_fn)(void *arg, const struct tmem_handle *h, bool pers, uint64_t pampd),
+	      void *arg)
+{
+	struct walk_ctx w = {.t = t, .page_fn = page_fn, .arg = arg};
+	unsigned seen = 0;
+	int stop = 0;
+
+	while (seen < max_slots && !stop) {
+		struct tmem_pool *p = c->pool < TMEM_MAX_POOLS ? tmem_pool_ref(t, c->pool) : NULL;
+
+		if (c->pool >= TMEM_MAX_POOLS) {
+			*c = (struct tmem_cursor){0, 0, 0};
+			return 1;
+		}
+		if (!p) {
+			*c = (struct tmem_cursor){c->pool + 1, 0, 0};
+			seen++;
+			continue;
+		}
+		w.p = p;
+		while (c->bucket < TMEM_BUCKETS && seen < max_slots && !stop) {
+			struct tmem_bucket *bk = &p->bucket[c->bucket];
+
+			pthread_mutex_lock(&bk->lock);
+			while (bk->tab && c->slot <= bk->mask && seen < max_slots && !stop) {
+				const struct tmem_obj *o;
+
+				/* stopped: the rest of the slot waits for the next pass */
+				for (o = bk->tab[c->slot]; o && !stop; o = o->next) {
+					w.o = o;
+					stop = map_walk(&o->map, walk_one, &w) != 0;
+				}
+				c->slot++;
+				seen++;
+			}
+			if (!bk->tab || c->slot > bk->mask) {
+				c->bucket++;
+				c->slot = 0;
+				seen++;
+			}
+			pthread_mutex_unlock(&bk->lock);
+		}
+		if (c->bucket >= TMEM_BUCKETS)
+			*c = (struct tmem_cursor){c->pool + 1, 0, 0};
+		tmem_pool_unref(p);
+	}
+	return 0;
 }
 
 int tmem_walk(struct tmem *t, int (*pool_fn)(void *arg, const struct tmem_pool_info *info),
 	      int (*page_fn)(void *arg, const struct tmem_handle *h, bool pers, uint64_t pampd),
 	      void *arg)
 {
-	struct walk_ctx w = { .t = t, .page_fn = page_fn, .arg = arg };
+	struct walk_ctx w = {.t = t, .page_fn = page_fn, .arg = arg};
 	struct tmem_pool_info info;
 	uint32_t id, k;
 	unsigned b;

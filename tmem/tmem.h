@@ -188,6 +188,22 @@ int tmem_put_desc(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint3
 		  void *arg);
 
 /*
+ * A walk in steps, while the space is in use: each call visits the pages of
+ * at most max_slots object-table slots from *cursor on (page_fn with that
+ * bucket's lock held: it must not call tmem; a non-zero return stops the
+ * step after the slot) and moves the cursor past them. Objects added or
+ * moved meanwhile may be seen twice or not at all: for background work
+ * (bringing pages home), not for a snapshot. @return 1 when the cursor came
+ * back to the start (a whole pass), else 0.
+ */
+struct tmem_cursor {
+	uint32_t pool, bucket, slot;
+};
+int tmem_scan(struct tmem *t, struct tmem_cursor *cursor, unsigned max_slots,
+	      int (*page_fn)(void *arg, const struct tmem_handle *h, bool pers, uint64_t pampd),
+	      void *arg);
+
+/*
  * Every pool (pool_fn, in id order; may be NULL) and every page of it
  * (page_fn, with that page's bucket lock held: it must not call tmem). A
  * non-zero return stops the walk and is returned. Nothing may change the

@@ -41,6 +41,7 @@ struct client_env {
 	struct reload *reload;   /* re-reads the cluster file (OP_RELOAD), or NULL without one */
 	const struct restart_stats *restart; /* the warm restart's figures, or NULL */
 	const struct elastic *elastic; /* donate_mb = auto's controller, or NULL */
+	const struct home *home;       /* bring_home, or NULL */
 	/* OP_RESTART: start a warm restart after this reply (0), or say why not (-EBUSY) */
 	int (*restart_now)(void *arg, char *why, size_t len);
 	void *restart_arg;
@@ -51,6 +52,7 @@ struct metrics;
 struct reload;
 struct restart_stats;
 struct elastic;
+struct home;
 
 /*
  * Listen on env->socket_path: create its parent directory (0755) if missing;

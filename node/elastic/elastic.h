@@ -31,4 +31,18 @@ void elastic_foreach_stat(const struct elastic *e,
 			  void (*fn)(void *arg, const char *name, uint64_t value, const char *help),
 			  void *arg);
 
+/*
+ * bring_home (home.c): while the tier has room and the host is calm, read
+ * this node's persistent pages on peers back into the tier, paced (a batch a
+ * second). Destroy it after remote_destroy (its gets end there).
+ */
+struct zcache;
+struct home;
+struct home *home_create(struct ev_loop *loop, struct remote *r, struct zcache *z,
+			 unsigned low_pct, const struct config_node *self);
+void home_destroy(struct home *hm); /* NULL ok */
+void home_foreach_stat(const struct home *hm,
+		       void (*fn)(void *arg, const char *name, uint64_t value, const char *help),
+		       void *arg);
+
 #endif /* RAMSTER_NODE_ELASTIC_H */

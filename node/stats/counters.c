@@ -42,4 +42,5 @@ void counters_foreach(const struct client_env *env, counters_fn fn, void *arg)
 	if (env->restart)
 		restart_foreach_stat(env->restart, fn, arg);
 	elastic_foreach_stat(env->elastic, fn, arg);
+	home_foreach_stat(env->home, fn, arg);
 }

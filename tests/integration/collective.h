@@ -28,7 +28,7 @@ struct coll_node {
 	char host[32];			 /* the address's host; "": 127.0.0.1 */
 	int port;			 /* the address's port; 0: the collective's port + index */
 	int local_mb;			 /* local_mb = N */
-	int donate_mb;			 /* donate_mb = N */
+	int donate_mb;			 /* donate_mb = N; negative: auto */
 	char extra[256];		 /* more lines of the section ("key = value\n"...) */
 	const char *args[COLL_ARGS_MAX]; /* more ramsterd flags (NULL-terminated) */
 };
