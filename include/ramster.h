@@ -273,6 +273,8 @@ struct ramster_region_stats {
 	uint64_t evict_failed;	  /* victims the kernel would not drop (mlock'd): they stayed */
 	uint64_t fault_ns_p50;	  /* service time of a missing fault, thread side, median */
 	uint64_t fault_ns_p99;	  /* ... 99th percentile (powers of two) */
+	uint64_t evicted_bg;	  /* of evicted: by the background evictor (between watermarks) */
+	uint64_t evicted_sync;	  /* of evicted: by a fault that found no free slot (it waited) */
 };
 
 /* Read a region's counters. @return 0 or -errno (-ENOENT: no such region of r). */

@@ -79,9 +79,10 @@ static int rg_uffd_new(int *has_poison)
 	return -ENOTSUP;
 }
 
-/* Install len bytes of pages at dst. @return 0 or -errno; *done (may be NULL) gets the bytes installed. */
+/* Install len bytes of pages at dst. @return 0 or -errno; *done (may be NULL) gets the bytes
+ * installed. */
 int rg_copy(struct rg_space *s, uintptr_t dst, const void *src, size_t len, int wp, int wake,
-		   size_t *done)
+	    size_t *done)
 {
 	struct uffdio_copy c = {.dst = dst, .src = (uintptr_t)src, .len = len};
 	int rc = 0;
@@ -245,8 +246,11 @@ static void rg_fault_missing(struct rg_space *s, struct rg_region *g, size_t i, 
 		s->iov[ngets].result = 0;
 		ngets++;
 	}
-	if (ngets)
+	if (ngets) {
+		pthread_mutex_lock(&s->io);
 		rc = ramster_getv(s->conn, s->pool, s->iov, ngets);
+		pthread_mutex_unlock(&s->io);
+	}
 	/* a failed fetch ends the run; on the faulting page it is SIGBUS */
 	for (k = 0, ngets = 0; k < n; k++) {
 		if (!(g->st[i + k] & PG_INPOOL))
@@ -285,7 +289,8 @@ static void rg_fault_missing(struct rg_space *s, struct rg_region *g, size_t i, 
 		size_t done = 0;
 
 		/* what the kernel refused part-way (-EAGAIN, -ENOMEM) ends the run */
-		(void)rg_copy(s, a + RG_PAGE, s->buf + RG_PAGE, (size_t)(n - 1) * RG_PAGE, wp, 1, &done);
+		(void)rg_copy(s, a + RG_PAGE, s->buf + RG_PAGE, (size_t)(n - 1) * RG_PAGE, wp, 1,
+			      &done);
 		n = 1 + (unsigned)(done / RG_PAGE);
 		for (k = 1; k < n; k++) {
 			rg_slot_take(s, g, i + k);
@@ -326,7 +331,8 @@ static void *rg_thread(void *arg)
 {
 	struct rg_space *s = arg;
 	struct uffd_msg msgs[16];
-	struct pollfd pf[2] = {{.fd = s->uffd, .events = POLLIN}, {.fd = s->stopfd, .events = POLLIN}};
+	struct pollfd pf[2] = {{.fd = s->uffd, .events = POLLIN},
+			       {.fd = s->stopfd, .events = POLLIN}};
 	ssize_t n;
 	size_t i;
 
@@ -373,6 +379,11 @@ struct rg_space *rg_space_new(ramster *conn, size_t resident_bytes)
 	err = pthread_mutex_init(&s->lock, NULL);
 	if (err)
 		goto free_s;
+	err = pthread_mutex_init(&s->io, NULL);
+	if (err) {
+		pthread_mutex_destroy(&s->lock);
+		goto free_s;
+	}
 	s->slots = calloc(pages, sizeof(*s->slots));
 	s->free = malloc(pages * sizeof(*s->free));
 	s->buf = aligned_alloc(RG_PAGE, (size_t)RG_BATCH * RG_PAGE);
@@ -407,6 +418,12 @@ struct rg_space *rg_space_new(ramster *conn, size_t resident_bytes)
 	if (err)
 		goto free_mem;
 	s->thread_ok = 1;
+	err = rg_evictor_start(s);
+	if (err) {
+		rg_space_free(s);
+		errno = err;
+		return NULL;
+	}
 	return s;
 
 free_mem:
@@ -417,6 +434,7 @@ free_mem:
 	free(s->buf);
 	free(s->free);
 	free(s->slots);
+	pthread_mutex_destroy(&s->io);
 	pthread_mutex_destroy(&s->lock);
 free_s:
 	ramster_close(conn);
@@ -429,6 +447,7 @@ void rg_space_free(struct rg_space *s)
 {
 	if (!s)
 		return;
+	rg_evictor_stop(s);
 	if (s->thread_ok) {
 		(void)eventfd_write(s->stopfd, 1);
 		pthread_join(s->thread, NULL);
@@ -442,8 +461,11 @@ void rg_space_free(struct rg_space *s)
 		rg_region_free(s, g);
 	}
 	pthread_mutex_unlock(&s->lock);
-	if (!s->dead)
+	if (!s->dead) {
+		pthread_mutex_lock(&s->io);
 		(void)ramster_pool_destroy(s->conn, s->pool);
+		pthread_mutex_unlock(&s->io);
+	}
 	ramster_close(s->conn);
 	close(s->uffd);
 	close(s->stopfd);
@@ -453,6 +475,7 @@ void rg_space_free(struct rg_space *s)
 	free(s->buf);
 	free(s->free);
 	free(s->slots);
+	pthread_mutex_destroy(&s->io);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
