@@ -275,6 +275,7 @@ struct ramster_region_stats {
 	uint64_t fault_ns_p99;	  /* ... 99th percentile (powers of two) */
 	uint64_t evicted_bg;	  /* of evicted: by the background evictor (between watermarks) */
 	uint64_t evicted_sync;	  /* of evicted: by a fault that found no free slot (it waited) */
+	uint64_t faults_spun;	  /* faults the fault thread read while polling (no wake-up) */
 };
 
 /* Read a region's counters. @return 0 or -errno (-ENOENT: no such region of r). */

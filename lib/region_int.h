@@ -46,8 +46,10 @@
 #define RG_WM_STOP     10u  /* ... and stops when this % is free */
 #define RG_RA_MIN      8u   /* first prefetch of a sequential run */
 #define RG_MIN_BUDGET  (2 * RG_BATCH)
-#define RG_STREAMS     8u    /* sequential runs followed at once (a merge reads two, writes one) */
-#define RG_WINDOW      4096u /* read-fetched pages per write-protect decision */
+#define RG_STREAMS     8u /* sequential runs followed at once (a merge reads two, writes one) */
+#define RG_SPIN_US     0u /* the fault thread polls this long after a fault (0: off, measured slower) \
+			   */
+#define RG_WINDOW 4096u /* read-fetched pages per write-protect decision */
 
 /* ---- structures -------------------------------------------------------------- */
 
@@ -98,6 +100,7 @@ struct rg_space {
 	pthread_mutex_t io; /* the connection (lock rule above) */
 	int uffd;
 	int stopfd;
+	int stopping; /* the fault thread is to stop (atomic: it reads it while spinning) */
 	int has_poison;
 	pthread_t thread;
 	int thread_ok;
