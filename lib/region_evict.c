@@ -168,11 +168,20 @@ static unsigned rg_evict(struct rg_space *s, unsigned want)
 		sl = &s->slots[s->victims[k]];
 		p = &sl->reg->st[sl->idx];
 		if (*p & PG_DIRTY) {
-			if (s->iov[nput++].result) {
+			uint64_t key = rg_zc_key(&sl->reg->obj->oid, sl->reg->first + sl->idx);
+
+			if (s->iov[nput].result) {
+				rg_zc_drop(s, key); /* the pool's copy may have changed */
+				nput++;
 				s->st.put_refused++;
 				*p |= PG_REF; /* keep it; try others first next time */
 				continue;
 			}
+			/* the cache's copy is the pool's new one (the page is write-protected) */
+			if (s->zc)
+				rg_zc_store(s, key, s->zbuf,
+					    rg_zc_compress(s->iov[nput].page, s->zbuf));
+			nput++;
 			s->st.puts++;
 			*p = (uint8_t)((*p & ~PG_DIRTY) | PG_INPOOL);
 		}

@@ -12,6 +12,8 @@
  * busy and still write-protected (not written meanwhile: a write-protect
  * fault clears PG_WP before the write) is clean and dropped; a written one
  * stays, dirty. A slot released meanwhile (unmap, discard) lost its busy mark.
+ * The put pages are compressed (still without the lock) into the space's
+ * compressed cache (region_zcache.c) once their put succeeded.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -75,18 +77,29 @@ static unsigned rg_evictor_round(struct rg_space *s)
 	pthread_mutex_unlock(&s->lock);
 	rc = ramster_putv(s->conn, s->pool, b->iov, m);
 	pthread_mutex_unlock(&s->io);
+	for (k = 0; k < m; k++) /* the cache's copies, still without the lock */
+		b->zlen[k] =
+		    s->zc ? rg_zc_compress(b->iov[k].page, b->zbuf + (size_t)k * RG_ZC_BOUND) : 0;
 	pthread_mutex_lock(&s->lock);
 	for (k = 0; k < m; k++) {
+		uint64_t key = rg_zc_key(&b->iov[k].oid, b->iov[k].index);
+
 		sl = &s->slots[b->victims[k]];
-		if (!sl->busy)
-			continue; /* released meanwhile: its state is someone else's */
+		if (!sl->busy) {
+			/* released meanwhile: its state is someone else's, the pool's copy maybe
+			 * too */
+			rg_zc_drop(s, key);
+			continue;
+		}
 		sl->busy = 0;
 		p = &sl->reg->st[sl->idx];
 		if (rc < 0 || b->iov[k].result) {
+			rg_zc_drop(s, key);
 			s->st.put_refused++;
 			*p |= PG_REF; /* keep it; try others first next time */
 			continue;
 		}
+		rg_zc_store(s, key, b->zbuf + (size_t)k * RG_ZC_BOUND, b->zlen[k]);
 		s->st.puts++;
 		*p |= PG_INPOOL;
 		if (!(*p & PG_WP))
@@ -131,7 +144,8 @@ int rg_evictor_start(struct rg_space *s)
 	if (!s->bg)
 		return ENOMEM;
 	s->bg->buf = aligned_alloc(RG_PAGE, (size_t)RG_EVICT_BG * RG_PAGE);
-	if (!s->bg->buf) {
+	s->bg->zbuf = malloc((size_t)RG_EVICT_BG * RG_ZC_BOUND);
+	if (!s->bg->buf || !s->bg->zbuf) {
 		err = ENOMEM;
 		goto free_bg;
 	}
@@ -151,6 +165,7 @@ int rg_evictor_start(struct rg_space *s)
 destroy_cv:
 	pthread_cond_destroy(&s->ev_cv);
 free_bg:
+	free(s->bg->zbuf);
 	free(s->bg->buf);
 	free(s->bg);
 	s->bg = NULL;
@@ -169,6 +184,7 @@ void rg_evictor_stop(struct rg_space *s)
 		pthread_cond_destroy(&s->ev_cv);
 	}
 	if (s->bg) {
+		free(s->bg->zbuf);
 		free(s->bg->buf);
 		free(s->bg);
 		s->bg = NULL;

@@ -200,7 +200,7 @@ static void rg_fault_wp(struct rg_space *s, struct rg_region *g, size_t i, uintp
 static void rg_fault_missing(struct rg_space *s, struct rg_region *g, size_t i, uintptr_t a,
 			     int write, uint32_t tid)
 {
-	uint8_t *p = &g->st[i];
+	uint8_t *p = &g->st[i], hit[RG_BATCH];
 	unsigned n, want, k, ngets = 0;
 	struct rg_stream *sm;
 	int rc = 0, wp;
@@ -236,13 +236,21 @@ static void rg_fault_missing(struct rg_space *s, struct rg_region *g, size_t i, 
 	if (!n)
 		n = 1; /* served over budget */
 	for (k = 0; k < n; k++) {
+		uint8_t *pg = s->buf + (size_t)k * RG_PAGE;
+
+		hit[k] = 0;
 		if (!(g->st[i + k] & PG_INPOOL)) {
-			memset(s->buf + (size_t)k * RG_PAGE, 0, RG_PAGE);
+			memset(pg, 0, RG_PAGE);
+			continue;
+		}
+		/* the compressed cache first: no round trip */
+		if (rg_zc_load(s, rg_zc_key(&g->obj->oid, g->first + (uint32_t)(i + k)), pg) == 0) {
+			hit[k] = 1;
 			continue;
 		}
 		s->iov[ngets].oid = g->obj->oid;
 		s->iov[ngets].index = g->first + (uint32_t)(i + k);
-		s->iov[ngets].page = s->buf + (size_t)k * RG_PAGE;
+		s->iov[ngets].page = pg;
 		s->iov[ngets].result = 0;
 		ngets++;
 	}
@@ -253,7 +261,7 @@ static void rg_fault_missing(struct rg_space *s, struct rg_region *g, size_t i, 
 	}
 	/* a failed fetch ends the run; on the faulting page it is SIGBUS */
 	for (k = 0, ngets = 0; k < n; k++) {
-		if (!(g->st[i + k] & PG_INPOOL))
+		if (!(g->st[i + k] & PG_INPOOL) || hit[k])
 			continue;
 		if (rc < 0 || s->iov[ngets].result) {
 			if (k == 0) {
@@ -394,6 +402,24 @@ static void *rg_thread(void *arg)
 	}
 }
 
+/*
+ * RAMSTER_FAR_ZCACHE_MB: the compressed cache's bound in MiB (0: off; default
+ * a quarter of the budget, RG_ZC_SHARE).
+ */
+static size_t rg_env_zcache_bytes(size_t budget_pages)
+{
+	const char *v = secure_getenv("RAMSTER_FAR_ZCACHE_MB");
+	char *end;
+	unsigned long mb;
+
+	if (v && *v) {
+		mb = strtoul(v, &end, 10);
+		if (!*end && mb <= (1ul << 20))
+			return (size_t)mb << 20;
+	}
+	return budget_pages * RG_PAGE / RG_ZC_SHARE;
+}
+
 /* ---- the space ---------------------------------------------------------------- */
 
 struct rg_space *rg_space_new(ramster *conn, size_t resident_bytes)
@@ -460,6 +486,12 @@ struct rg_space *rg_space_new(ramster *conn, size_t resident_bytes)
 	if (err)
 		goto free_mem;
 	s->thread_ok = 1;
+	err = rg_zc_init(s, rg_env_zcache_bytes(pages));
+	if (err) {
+		rg_space_free(s);
+		errno = -err;
+		return NULL;
+	}
 	err = rg_evictor_start(s);
 	if (err) {
 		rg_space_free(s);
@@ -514,6 +546,7 @@ void rg_space_free(struct rg_space *s)
 	close(s->stopfd);
 	if (s->memfd >= 0)
 		close(s->memfd);
+	rg_zc_fini(s);
 	free(s->regs);
 	free(s->buf);
 	free(s->free);
@@ -546,6 +579,7 @@ void rg_stats(struct rg_space *s, struct ramster_region_stats *st)
 
 	pthread_mutex_lock(&s->lock);
 	*st = s->st;
+	st->zcache_bytes = rg_zc_bytes(s);
 	st->pool_pages = 0;
 	for (r = 0; r < s->nregs; r++)
 		for (i = 0; i < s->regs[r]->npages; i++)

@@ -4,7 +4,8 @@
  * the calls one file makes into another. region.c holds the regions and their
  * edits and the public API, region_fault.c the space and its fault thread,
  * region_evict.c the resident budget and eviction, region_evictor.c the
- * background evictor thread, region_fork.c fork.
+ * background evictor thread, region_zcache.c the compressed cache,
+ * region_fork.c fork.
  * Nothing here is exported (lib/ramster.map keeps rg_* local).
  *
  * A space (struct rg_space) is one userfaultfd, one fault thread, one
@@ -47,9 +48,13 @@
 #define RG_RA_MIN      8u   /* first prefetch of a sequential run */
 #define RG_MIN_BUDGET  (2 * RG_BATCH)
 #define RG_STREAMS     8u /* sequential runs followed at once (a merge reads two, writes one) */
-#define RG_SPIN_US     0u /* the fault thread polls this long after a fault (0: off, measured slower) \
-			   */
+#define RG_SPIN_US                                                                                 \
+	0u /* the fault thread polls this long after a fault (0: off, measured slower)             \
+	    */
 #define RG_WINDOW 4096u /* read-fetched pages per write-protect decision */
+
+#define RG_ZC_BOUND (RG_PAGE * 3 / 4) /* the compressed cache keeps pages that shrink to this */
+#define RG_ZC_SHARE 4u /* its default cap: the budget / this (RAMSTER_FAR_ZCACHE_MB) */
 
 /* ---- structures -------------------------------------------------------------- */
 
@@ -92,8 +97,12 @@ struct rg_slot {
 struct rg_bg {
 	uint32_t victims[RG_EVICT_BG];
 	struct ramster_iov iov[RG_EVICT_BG];
-	uint8_t *buf; /* RG_EVICT_BG pages */
+	uint8_t *buf;		    /* RG_EVICT_BG pages */
+	uint8_t *zbuf;		    /* RG_EVICT_BG compressed copies of RG_ZC_BOUND bytes */
+	unsigned zlen[RG_EVICT_BG]; /* their lengths (0: not cached) */
 };
+
+struct rg_zcache;
 
 struct rg_space {
 	pthread_mutex_t lock;
@@ -114,6 +123,8 @@ struct rg_space {
 	int evictor_ok, ev_stop, ev_on;
 	uint32_t wm_start, wm_stop; /* free slots: it starts below the first, stops at the second */
 	struct rg_bg *bg;
+	struct rg_zcache *zc;	   /* the compressed cache, NULL: off */
+	uint8_t zbuf[RG_ZC_BOUND]; /* a page compressed by a fault's own eviction */
 	uint64_t next_oid;
 
 	struct rg_region **regs; /* sorted by base, disjoint */
@@ -219,6 +230,37 @@ void *rg_put_source(struct rg_space *s, struct rg_region *g, size_t i, uint8_t *
 
 /* region_evict.c: drop a victim (put or clean). @return 0 or -errno (it stays, referenced). */
 int rg_drop(struct rg_space *s, struct rg_region *g, size_t i);
+
+/* region_zcache.c: the cache's key of page i of g: the pool's name of it. */
+static inline uint64_t rg_zc_key(const struct ramster_oid *oid, uint32_t index)
+{
+	return oid->w[0] << 32 | index;
+}
+
+/* region_zcache.c: make s's cache of cap bytes (0: none). @return 0 or -ENOMEM. */
+int rg_zc_init(struct rg_space *s, size_t cap);
+
+/* region_zcache.c: free the cache and every entry. */
+void rg_zc_fini(struct rg_space *s);
+
+/*
+ * region_zcache.c: compress a page into dst (RG_ZC_BOUND bytes), no lock needed.
+ * @return its length, 0 when it does not fit (not worth caching).
+ */
+unsigned rg_zc_compress(const void *page, void *dst);
+
+/* region_zcache.c: the pool's copy of key is now comp (len bytes, 0: not cached); evicts the
+ * oldest. */
+void rg_zc_store(struct rg_space *s, uint64_t key, const void *comp, unsigned len);
+
+/* region_zcache.c: forget key (the pool's copy changed without the cache). */
+void rg_zc_drop(struct rg_space *s, uint64_t key);
+
+/* region_zcache.c: decompress key's page into page. @return 0 (a hit) or -ENOENT. */
+int rg_zc_load(struct rg_space *s, uint64_t key, void *page);
+
+/* region_zcache.c: bytes the cache holds now (entries and headers). */
+size_t rg_zc_bytes(const struct rg_space *s);
 
 /* region_evictor.c: start the evictor thread. @return 0 or an errno. */
 int rg_evictor_start(struct rg_space *s);
