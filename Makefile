@@ -34,7 +34,7 @@ GNUTLS_LIBS   = $(call pc,GNUTLS_LIBS,--libs gnutls)
 # ramsterctl's): proto/ and lib/ need protobuf-c; tmem/ liblzo2; node/ and
 # transport/ libev, libsodium, libinih, libmicrohttpd, libsystemd, GnuTLS (NBD over TLS)
 # and (RDMA=1) the RDMA libraries; the tools that print JSON jansson.
-WIRE_LIBS = $(PROTOBUF_LIBS)
+WIRE_LIBS = $(PROTOBUF_LIBS) -llz4 # -llz4: libramster's region cache (lib/region_zcache.c)
 TIER_LIBS = -llzo2 -llz4
 # node/ also serves /metrics (libmicrohttpd), talks to systemd (libsystemd) and
 # serves NBD over TLS (GnuTLS: node/nbd/nbd_tls.c)

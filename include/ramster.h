@@ -273,6 +273,14 @@ struct ramster_region_stats {
 	uint64_t evict_failed;	  /* victims the kernel would not drop (mlock'd): they stayed */
 	uint64_t fault_ns_p50;	  /* service time of a missing fault, thread side, median */
 	uint64_t fault_ns_p99;	  /* ... 99th percentile (powers of two) */
+	uint64_t evicted_bg;	  /* of evicted: by the background evictor (between watermarks) */
+	uint64_t evicted_sync;	  /* of evicted: by a fault that found no free slot (it waited) */
+	uint64_t faults_spun;	  /* faults the fault thread read while polling (no wake-up) */
+	uint64_t zcache_cap_bytes; /* the compressed cache's bound, beside the budget (0: off) */
+	uint64_t zcache_bytes;	   /* bytes it holds now (compressed pages and their headers) */
+	uint64_t zcache_pages;	   /* pages it holds now (copies of the pool's) */
+	uint64_t zcache_stored;	   /* pages stored in it (after their put) */
+	uint64_t zcache_hits;	   /* faulted pages served from it, no round trip (not in gets) */
 };
 
 /* Read a region's counters. @return 0 or -errno (-ENOENT: no such region of r). */

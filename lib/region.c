@@ -84,8 +84,11 @@ static void rg_obj_put(struct rg_space *s, struct rg_obj *o)
 {
 	if (--o->refs)
 		return;
-	if (!s->dead)
+	if (!s->dead) {
+		pthread_mutex_lock(&s->io);
 		(void)ramster_flush_object(s->conn, s->pool, &o->oid);
+		pthread_mutex_unlock(&s->io);
+	}
 	free(o);
 }
 
@@ -102,7 +105,8 @@ void rg_region_free(struct rg_space *s, struct rg_region *g)
 int rg_map(struct rg_space *s, void *addr, size_t len)
 {
 	struct uffdio_register reg = {.range = {.start = (uintptr_t)addr, .len = len},
-				      .mode = UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP};
+				      .mode =
+					  UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP};
 	struct rg_region *g;
 	int err;
 
@@ -129,8 +133,8 @@ int rg_map(struct rg_space *s, void *addr, size_t len)
 		err = -errno;
 		goto free_g;
 	}
-	if ((reg.ioctls & (1ull << _UFFDIO_COPY | 1ull << _UFFDIO_ZEROPAGE |
-			   1ull << _UFFDIO_WRITEPROTECT)) !=
+	if ((reg.ioctls &
+	     (1ull << _UFFDIO_COPY | 1ull << _UFFDIO_ZEROPAGE | 1ull << _UFFDIO_WRITEPROTECT)) !=
 	    (1ull << _UFFDIO_COPY | 1ull << _UFFDIO_ZEROPAGE | 1ull << _UFFDIO_WRITEPROTECT)) {
 		err = -ENOTSUP;
 		goto unregister;
@@ -424,8 +428,8 @@ void *ramster_region_map(ramster *r, size_t bytes, size_t resident_bytes, int fl
 	e->s = rg_space_new(conn, resident_bytes);
 	if (!e->s)
 		goto free_e;
-	e->addr = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-		       -1, 0);
+	e->addr = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (e->addr == MAP_FAILED)
 		goto free_space;
 	err = rg_map(e->s, e->addr, len);

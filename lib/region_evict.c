@@ -7,6 +7,9 @@
  * write-protected, so its bytes hold still), then MADV_DONTNEED. Reads of a
  * resident page leave no trace (no accessed bit reaches user space), so for
  * reads the policy is FIFO by fault order. Every call holds s->lock.
+ * Most eviction is the background evictor's (region_evictor.c), which keeps
+ * free slots between two watermarks; a fault evicts here only when none is
+ * left (counted: evicted_sync).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +28,7 @@ void rg_slot_release(struct rg_space *s, struct rg_region *g, size_t i)
 	if (n == SLOT_NONE)
 		return;
 	s->slots[n].reg = NULL;
+	s->slots[n].busy = 0;
 	s->free[s->nfree++] = n;
 	g->slot[i] = SLOT_NONE;
 	s->st.resident_pages--;
@@ -48,11 +52,9 @@ void rg_slot_take(struct rg_space *s, struct rg_region *g, size_t i)
 
 /* ---- eviction ----------------------------------------------------------------- */
 
-/* The bytes of a page to put: the page itself, or a copy when it may be unreadable. */
-static void *rg_put_source(struct rg_space *s, struct rg_region *g, size_t i, unsigned k)
+void *rg_put_source(struct rg_space *s, struct rg_region *g, size_t i, uint8_t *b)
 {
 	void *addr = (void *)(g->base + i * RG_PAGE);
-	uint8_t *b = s->buf + (size_t)k * RG_PAGE;
 
 	if (!g->noread)
 		return addr;
@@ -67,7 +69,7 @@ static void *rg_put_source(struct rg_space *s, struct rg_region *g, size_t i, un
  * Drop a victim (after its put). @return 0, or -errno when the kernel would
  * not drop it (an mlock'd page): then it stays, referenced.
  */
-static int rg_drop(struct rg_space *s, struct rg_region *g, size_t i)
+int rg_drop(struct rg_space *s, struct rg_region *g, size_t i)
 {
 	uintptr_t a = g->base + i * RG_PAGE;
 
@@ -85,29 +87,22 @@ static int rg_drop(struct rg_space *s, struct rg_region *g, size_t i)
 	return 0;
 }
 
-/*
- * Free up to want slots with CLOCK. @return slots freed (0: every resident
- * page refused or none resident).
- */
-static unsigned rg_evict(struct rg_space *s, unsigned want)
+unsigned rg_clock_pick(struct rg_space *s, uint32_t *v, unsigned want)
 {
-	unsigned n = 0, k, nput = 0, freed = 0;
+	unsigned n = 0, k;
 	uint64_t scanned = 0, limit = 2ull * s->nslots + 1;
 	struct rg_slot *sl;
 	uint8_t *p;
-	int rc;
 
-	if (want > RG_EVICT_BATCH)
-		want = RG_EVICT_BATCH;
 	while (n < want && scanned++ < limit) {
 		uint32_t h = s->hand;
 
 		s->hand = (s->hand + 1) % s->nslots;
 		sl = &s->slots[h];
-		if (!sl->reg)
+		if (!sl->reg || sl->busy)
 			continue;
 		p = &sl->reg->st[sl->idx];
-		for (k = 0; k < n && s->victims[k] != h; k++)
+		for (k = 0; k < n && v[k] != h; k++)
 			;
 		if (k < n)
 			continue; /* picked already (few pages resident) */
@@ -123,8 +118,25 @@ static unsigned rg_evict(struct rg_space *s, unsigned want)
 				continue;
 			*p |= PG_WP;
 		}
-		s->victims[n++] = h;
+		v[n++] = h;
 	}
+	return n;
+}
+
+/*
+ * Free up to want slots with CLOCK, here (a fault found too few free).
+ * @return slots freed (0: every resident page refused or none resident).
+ */
+static unsigned rg_evict(struct rg_space *s, unsigned want)
+{
+	unsigned n, k, nput = 0, freed = 0;
+	struct rg_slot *sl;
+	uint8_t *p;
+	int rc;
+
+	if (want > RG_EVICT_BATCH)
+		want = RG_EVICT_BATCH;
+	n = rg_clock_pick(s, s->victims, want);
 	/* the dirty ones to the pool, in one round trip */
 	for (k = 0; k < n; k++) {
 		sl = &s->slots[s->victims[k]];
@@ -132,7 +144,8 @@ static unsigned rg_evict(struct rg_space *s, unsigned want)
 			continue;
 		s->iov[nput].oid = sl->reg->obj->oid;
 		s->iov[nput].index = sl->reg->first + sl->idx;
-		s->iov[nput].page = rg_put_source(s, sl->reg, sl->idx, nput);
+		s->iov[nput].page =
+		    rg_put_source(s, sl->reg, sl->idx, s->buf + (size_t)nput * RG_PAGE);
 		s->iov[nput].result = s->iov[nput].page ? 0 : -EFAULT;
 		nput++;
 	}
@@ -144,7 +157,9 @@ static unsigned rg_evict(struct rg_space *s, unsigned want)
 		for (k = 0; k < nput; k++)
 			if (s->iov[k].page)
 				tmp[m++] = s->iov[k];
+		pthread_mutex_lock(&s->io);
 		rc = m ? ramster_putv(s->conn, s->pool, tmp, m) : 0;
+		pthread_mutex_unlock(&s->io);
 		for (k = 0; k < nput; k++)
 			if (s->iov[k].page)
 				s->iov[k].result = rc < 0 ? rc : tmp[j++].result;
@@ -153,23 +168,37 @@ static unsigned rg_evict(struct rg_space *s, unsigned want)
 		sl = &s->slots[s->victims[k]];
 		p = &sl->reg->st[sl->idx];
 		if (*p & PG_DIRTY) {
-			if (s->iov[nput++].result) {
+			uint64_t key = rg_zc_key(&sl->reg->obj->oid, sl->reg->first + sl->idx);
+
+			if (s->iov[nput].result) {
+				rg_zc_drop(s, key); /* the pool's copy may have changed */
+				nput++;
 				s->st.put_refused++;
 				*p |= PG_REF; /* keep it; try others first next time */
 				continue;
 			}
+			/* the cache's copy is the pool's new one (the page is write-protected) */
+			if (s->zc)
+				rg_zc_store(s, key, s->zbuf,
+					    rg_zc_compress(s->iov[nput].page, s->zbuf));
+			nput++;
 			s->st.puts++;
 			*p = (uint8_t)((*p & ~PG_DIRTY) | PG_INPOOL);
 		}
 		if (!rg_drop(s, sl->reg, sl->idx))
 			freed++;
 	}
+	s->st.evicted_sync += freed;
 	return freed;
 }
 
 /* Make room for n more resident pages. @return how many fit (>= 1 unless none could be freed). */
 unsigned rg_room(struct rg_space *s, unsigned n)
 {
+	if (s->evictor_ok && !s->ev_on && s->nfree < s->wm_start + n) {
+		s->ev_on = 1;
+		pthread_cond_signal(&s->ev_cv);
+	}
 	while (s->nfree < n) {
 		unsigned want = n - s->nfree;
 

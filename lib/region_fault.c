@@ -79,9 +79,10 @@ static int rg_uffd_new(int *has_poison)
 	return -ENOTSUP;
 }
 
-/* Install len bytes of pages at dst. @return 0 or -errno; *done (may be NULL) gets the bytes installed. */
+/* Install len bytes of pages at dst. @return 0 or -errno; *done (may be NULL) gets the bytes
+ * installed. */
 int rg_copy(struct rg_space *s, uintptr_t dst, const void *src, size_t len, int wp, int wake,
-		   size_t *done)
+	    size_t *done)
 {
 	struct uffdio_copy c = {.dst = dst, .src = (uintptr_t)src, .len = len};
 	int rc = 0;
@@ -199,7 +200,7 @@ static void rg_fault_wp(struct rg_space *s, struct rg_region *g, size_t i, uintp
 static void rg_fault_missing(struct rg_space *s, struct rg_region *g, size_t i, uintptr_t a,
 			     int write, uint32_t tid)
 {
-	uint8_t *p = &g->st[i];
+	uint8_t *p = &g->st[i], hit[RG_BATCH];
 	unsigned n, want, k, ngets = 0;
 	struct rg_stream *sm;
 	int rc = 0, wp;
@@ -235,21 +236,32 @@ static void rg_fault_missing(struct rg_space *s, struct rg_region *g, size_t i, 
 	if (!n)
 		n = 1; /* served over budget */
 	for (k = 0; k < n; k++) {
+		uint8_t *pg = s->buf + (size_t)k * RG_PAGE;
+
+		hit[k] = 0;
 		if (!(g->st[i + k] & PG_INPOOL)) {
-			memset(s->buf + (size_t)k * RG_PAGE, 0, RG_PAGE);
+			memset(pg, 0, RG_PAGE);
+			continue;
+		}
+		/* the compressed cache first: no round trip */
+		if (rg_zc_load(s, rg_zc_key(&g->obj->oid, g->first + (uint32_t)(i + k)), pg) == 0) {
+			hit[k] = 1;
 			continue;
 		}
 		s->iov[ngets].oid = g->obj->oid;
 		s->iov[ngets].index = g->first + (uint32_t)(i + k);
-		s->iov[ngets].page = s->buf + (size_t)k * RG_PAGE;
+		s->iov[ngets].page = pg;
 		s->iov[ngets].result = 0;
 		ngets++;
 	}
-	if (ngets)
+	if (ngets) {
+		pthread_mutex_lock(&s->io);
 		rc = ramster_getv(s->conn, s->pool, s->iov, ngets);
+		pthread_mutex_unlock(&s->io);
+	}
 	/* a failed fetch ends the run; on the faulting page it is SIGBUS */
 	for (k = 0, ngets = 0; k < n; k++) {
-		if (!(g->st[i + k] & PG_INPOOL))
+		if (!(g->st[i + k] & PG_INPOOL) || hit[k])
 			continue;
 		if (rc < 0 || s->iov[ngets].result) {
 			if (k == 0) {
@@ -285,7 +297,8 @@ static void rg_fault_missing(struct rg_space *s, struct rg_region *g, size_t i, 
 		size_t done = 0;
 
 		/* what the kernel refused part-way (-EAGAIN, -ENOMEM) ends the run */
-		(void)rg_copy(s, a + RG_PAGE, s->buf + RG_PAGE, (size_t)(n - 1) * RG_PAGE, wp, 1, &done);
+		(void)rg_copy(s, a + RG_PAGE, s->buf + RG_PAGE, (size_t)(n - 1) * RG_PAGE, wp, 1,
+			      &done);
 		n = 1 + (unsigned)(done / RG_PAGE);
 		for (k = 1; k < n; k++) {
 			rg_slot_take(s, g, i + k);
@@ -297,7 +310,8 @@ static void rg_fault_missing(struct rg_space *s, struct rg_region *g, size_t i, 
 	sm->next = a + (uintptr_t)n * RG_PAGE;
 }
 
-static void rg_fault(struct rg_space *s, const struct uffd_msg *m)
+/* Serve one fault; spun: read while polling (counted). */
+static void rg_fault(struct rg_space *s, const struct uffd_msg *m, int spun)
 {
 	uintptr_t a = (uintptr_t)m->arg.pagefault.address & ~(uintptr_t)(RG_PAGE - 1);
 	uint64_t flags = m->arg.pagefault.flags, t0 = rg_now_ns(), dt;
@@ -305,6 +319,7 @@ static void rg_fault(struct rg_space *s, const struct uffd_msg *m)
 	int missing = !(flags & UFFD_PAGEFAULT_FLAG_WP);
 
 	pthread_mutex_lock(&s->lock);
+	s->st.faults_spun += (uint64_t)spun;
 	g = rg_find(s, a);
 	if (!g)
 		rg_wake(s, a, RG_PAGE); /* unmapped meanwhile: the retry decides */
@@ -322,13 +337,45 @@ static void rg_fault(struct rg_space *s, const struct uffd_msg *m)
 
 void (*rg_thread_hook)(void);
 
+/*
+ * RAMSTER_FAR_SPIN_US: how long the fault thread polls its userfaultfd after
+ * a fault before it sleeps in poll() (default RG_SPIN_US, 0: off, at most
+ * 1000). A fault that comes within it is read without this thread being
+ * woken (a cross-thread wake-up costs tens of microseconds on a busy
+ * machine). The spin follows a fault only: an idle space sleeps.
+ */
+static uint64_t rg_env_spin_ns(void)
+{
+	const char *v = secure_getenv("RAMSTER_FAR_SPIN_US");
+	char *end;
+	unsigned long us;
+
+	if (!v || !*v)
+		return (uint64_t)RG_SPIN_US * 1000;
+	us = strtoul(v, &end, 10);
+	if (*end || us > 1000)
+		return (uint64_t)RG_SPIN_US * 1000;
+	return (uint64_t)us * 1000;
+}
+
+/* Serve the faults read into msgs (n bytes); spun: read while polling. */
+static void rg_serve(struct rg_space *s, const struct uffd_msg *msgs, ssize_t n, int spun)
+{
+	size_t i;
+
+	for (i = 0; i < (size_t)n / sizeof(msgs[0]); i++)
+		if (msgs[i].event == UFFD_EVENT_PAGEFAULT)
+			rg_fault(s, &msgs[i], spun);
+}
+
 static void *rg_thread(void *arg)
 {
 	struct rg_space *s = arg;
 	struct uffd_msg msgs[16];
-	struct pollfd pf[2] = {{.fd = s->uffd, .events = POLLIN}, {.fd = s->stopfd, .events = POLLIN}};
+	struct pollfd pf[2] = {{.fd = s->uffd, .events = POLLIN},
+			       {.fd = s->stopfd, .events = POLLIN}};
+	uint64_t spin_ns = rg_env_spin_ns(), t0;
 	ssize_t n;
-	size_t i;
 
 	if (rg_thread_hook)
 		rg_thread_hook();
@@ -340,10 +387,37 @@ static void *rg_thread(void *arg)
 		n = read(s->uffd, msgs, sizeof(msgs));
 		if (n <= 0)
 			continue;
-		for (i = 0; i < (size_t)n / sizeof(msgs[0]); i++)
-			if (msgs[i].event == UFFD_EVENT_PAGEFAULT)
-				rg_fault(s, &msgs[i]);
+		rg_serve(s, msgs, n, 0);
+		/* the next fault often follows at once: read it without sleeping, for a while */
+		t0 = rg_now_ns();
+		while (spin_ns && rg_now_ns() - t0 < spin_ns) {
+			if (__atomic_load_n(&s->stopping, __ATOMIC_RELAXED))
+				return NULL;
+			n = read(s->uffd, msgs, sizeof(msgs)); /* O_NONBLOCK: -EAGAIN when none */
+			if (n <= 0)
+				continue;
+			rg_serve(s, msgs, n, 1);
+			t0 = rg_now_ns();
+		}
 	}
+}
+
+/*
+ * RAMSTER_FAR_ZCACHE_MB: the compressed cache's bound in MiB (0: off; default
+ * a quarter of the budget, RG_ZC_SHARE).
+ */
+static size_t rg_env_zcache_bytes(size_t budget_pages)
+{
+	const char *v = secure_getenv("RAMSTER_FAR_ZCACHE_MB");
+	char *end;
+	unsigned long mb;
+
+	if (v && *v) {
+		mb = strtoul(v, &end, 10);
+		if (!*end && mb <= (1ul << 20))
+			return (size_t)mb << 20;
+	}
+	return budget_pages * RG_PAGE / RG_ZC_SHARE;
 }
 
 /* ---- the space ---------------------------------------------------------------- */
@@ -373,6 +447,11 @@ struct rg_space *rg_space_new(ramster *conn, size_t resident_bytes)
 	err = pthread_mutex_init(&s->lock, NULL);
 	if (err)
 		goto free_s;
+	err = pthread_mutex_init(&s->io, NULL);
+	if (err) {
+		pthread_mutex_destroy(&s->lock);
+		goto free_s;
+	}
 	s->slots = calloc(pages, sizeof(*s->slots));
 	s->free = malloc(pages * sizeof(*s->free));
 	s->buf = aligned_alloc(RG_PAGE, (size_t)RG_BATCH * RG_PAGE);
@@ -407,6 +486,18 @@ struct rg_space *rg_space_new(ramster *conn, size_t resident_bytes)
 	if (err)
 		goto free_mem;
 	s->thread_ok = 1;
+	err = rg_zc_init(s, rg_env_zcache_bytes(pages));
+	if (err) {
+		rg_space_free(s);
+		errno = -err;
+		return NULL;
+	}
+	err = rg_evictor_start(s);
+	if (err) {
+		rg_space_free(s);
+		errno = err;
+		return NULL;
+	}
 	return s;
 
 free_mem:
@@ -417,6 +508,7 @@ free_mem:
 	free(s->buf);
 	free(s->free);
 	free(s->slots);
+	pthread_mutex_destroy(&s->io);
 	pthread_mutex_destroy(&s->lock);
 free_s:
 	ramster_close(conn);
@@ -429,7 +521,9 @@ void rg_space_free(struct rg_space *s)
 {
 	if (!s)
 		return;
+	rg_evictor_stop(s);
 	if (s->thread_ok) {
+		__atomic_store_n(&s->stopping, 1, __ATOMIC_RELAXED);
 		(void)eventfd_write(s->stopfd, 1);
 		pthread_join(s->thread, NULL);
 	}
@@ -442,17 +536,22 @@ void rg_space_free(struct rg_space *s)
 		rg_region_free(s, g);
 	}
 	pthread_mutex_unlock(&s->lock);
-	if (!s->dead)
+	if (!s->dead) {
+		pthread_mutex_lock(&s->io);
 		(void)ramster_pool_destroy(s->conn, s->pool);
+		pthread_mutex_unlock(&s->io);
+	}
 	ramster_close(s->conn);
 	close(s->uffd);
 	close(s->stopfd);
 	if (s->memfd >= 0)
 		close(s->memfd);
+	rg_zc_fini(s);
 	free(s->regs);
 	free(s->buf);
 	free(s->free);
 	free(s->slots);
+	pthread_mutex_destroy(&s->io);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
@@ -480,6 +579,7 @@ void rg_stats(struct rg_space *s, struct ramster_region_stats *st)
 
 	pthread_mutex_lock(&s->lock);
 	*st = s->st;
+	st->zcache_bytes = rg_zc_bytes(s);
 	st->pool_pages = 0;
 	for (r = 0; r < s->nregs; r++)
 		for (i = 0; i < s->regs[r]->npages; i++)

@@ -2,8 +2,9 @@
  * region_fork.c - fork() and a space (docs/far-memory.md, "fork"): the
  * child's copy of the address space has no userfaultfd and no fault thread,
  * so every page that lives only in the pool is brought in before the fork,
- * and dropped again in the parent after it. The space's lock is held across
- * the fork, from rg_fork_prepare to rg_fork_parent or rg_fork_child.
+ * and dropped again in the parent after it. The space's locks (s->lock and
+ * s->io) are held across the fork, from rg_fork_prepare to rg_fork_parent or
+ * rg_fork_child.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -20,13 +21,15 @@ void rg_fork_prepare(struct rg_space *s)
 	if (!s || s->dead)
 		return;
 	pthread_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->io); /* no put of the evictor's in flight across the fork */
 	for (r = 0; r < s->nregs; r++) {
 		struct rg_region *g = s->regs[r];
 
 		for (i = 0; i < g->npages; i += n) {
 			/* a run of pages that live only in the pool */
-			for (n = 0; n < RG_BATCH && i + n < g->npages &&
-				    (g->st[i + n] & (PG_INPOOL | PG_PRESENT | PG_POISON)) == PG_INPOOL;
+			for (n = 0;
+			     n < RG_BATCH && i + n < g->npages &&
+			     (g->st[i + n] & (PG_INPOOL | PG_PRESENT | PG_POISON)) == PG_INPOOL;
 			     n++) {
 				s->iov[n].oid = g->obj->oid;
 				s->iov[n].index = g->first + (uint32_t)(i + n);
@@ -44,7 +47,8 @@ void rg_fork_prepare(struct rg_space *s)
 					rg_poison(s, a, 0);
 					g->st[i + k] = PG_POISON | PG_INPOOL;
 					s->st.get_failed++;
-				} else if (rg_copy(s, a, s->buf + k * RG_PAGE, RG_PAGE, 1, 1, NULL) == 0) {
+				} else if (rg_copy(s, a, s->buf + k * RG_PAGE, RG_PAGE, 1, 1,
+						   NULL) == 0) {
 					g->st[i + k] = PG_INPOOL | PG_PRESENT | PG_WP | PG_FORK;
 					g->slot[i + k] = SLOT_NONE;
 					s->st.gets++;
@@ -67,10 +71,12 @@ void rg_fork_parent(struct rg_space *s)
 		for (i = 0; i < g->npages; i++)
 			if (g->st[i] & PG_FORK) {
 				/* clean copies of the pool's: dropping them costs nothing */
-				(void)rg_madvise((void *)(g->base + i * RG_PAGE), RG_PAGE, MADV_DONTNEED);
+				(void)rg_madvise((void *)(g->base + i * RG_PAGE), RG_PAGE,
+						 MADV_DONTNEED);
 				g->st[i] = PG_INPOOL;
 			}
 	}
+	pthread_mutex_unlock(&s->io);
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -86,5 +92,7 @@ void rg_fork_child(struct rg_space *s)
 		close(s->memfd);
 	s->uffd = s->stopfd = s->memfd = -1;
 	s->thread_ok = 0;
+	s->evictor_ok = 0; /* not copied by fork; its condition variable is left alone */
+	pthread_mutex_unlock(&s->io);
 	pthread_mutex_unlock(&s->lock);
 }

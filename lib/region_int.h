@@ -3,7 +3,9 @@
  * the tunables, a page's state byte, the region, slot and space structs, and
  * the calls one file makes into another. region.c holds the regions and their
  * edits and the public API, region_fault.c the space and its fault thread,
- * region_evict.c the resident budget and eviction, region_fork.c fork.
+ * region_evict.c the resident budget and eviction, region_evictor.c the
+ * background evictor thread, region_zcache.c the compressed cache,
+ * region_fork.c fork.
  * Nothing here is exported (lib/ramster.map keeps rg_* local).
  *
  * A space (struct rg_space) is one userfaultfd, one fault thread, one
@@ -11,11 +13,13 @@
  * nslots pages shared by its regions. Every page of a region has a state byte
  * (PG_*) and, while resident, a slot.
  *
- * Lock rule: s->lock guards everything of a space, including its connection;
- * the fault thread holds it while it serves a fault (network round trips
+ * Lock rule: s->lock guards everything of a space but its connection; the
+ * fault thread holds it while it serves a fault (network round trips
  * included). Whoever holds it must never touch region memory (the fault
- * would wait for the lock): the thread reads pages only for puts, and those
- * are present.
+ * would wait for the lock): the threads read pages only for puts, and those
+ * are present. s->io guards the connection: taken with s->lock held, or
+ * (the evictor's put of a batch) alone; never take s->lock holding s->io.
+ * Order: s->lock, then s->io.
  *
  * Invariants: PG_PRESENT <=> the page has a slot (or SLOT_NONE while fork
  * holds it in); an unreferenced present page is write-protected; !PG_DIRTY
@@ -35,13 +39,22 @@
 
 /* ---- tunables ---------------------------------------------------------------- */
 
-#define RG_PAGE 4096u
-#define RG_BATCH 128u	     /* pages one fault brings in at most (fault + prefetch) */
-#define RG_EVICT_BATCH 32u   /* victims gathered per eviction round trip */
-#define RG_RA_MIN 8u	     /* first prefetch of a sequential run */
-#define RG_MIN_BUDGET (2 * RG_BATCH)
-#define RG_STREAMS 8u	     /* sequential runs followed at once (a merge reads two, writes one) */
-#define RG_WINDOW 4096u	     /* read-fetched pages per write-protect decision */
+#define RG_PAGE	       4096u
+#define RG_BATCH       128u /* pages one fault brings in at most (fault + prefetch) */
+#define RG_EVICT_BATCH 32u  /* victims gathered per eviction round trip (in a fault) */
+#define RG_EVICT_BG    64u  /* victims per put round trip of the background evictor */
+#define RG_WM_START    5u   /* the evictor starts when less than this % of slots is free */
+#define RG_WM_STOP     10u  /* ... and stops when this % is free */
+#define RG_RA_MIN      8u   /* first prefetch of a sequential run */
+#define RG_MIN_BUDGET  (2 * RG_BATCH)
+#define RG_STREAMS     8u /* sequential runs followed at once (a merge reads two, writes one) */
+#define RG_SPIN_US                                                                                 \
+	0u /* the fault thread polls this long after a fault (0: off, measured slower)             \
+	    */
+#define RG_WINDOW 4096u /* read-fetched pages per write-protect decision */
+
+#define RG_ZC_BOUND (RG_PAGE * 3 / 4) /* the compressed cache keeps pages that shrink to this */
+#define RG_ZC_SHARE 4u /* its default cap: the budget / this (RAMSTER_FAR_ZCACHE_MB) */
 
 /* ---- structures -------------------------------------------------------------- */
 
@@ -77,18 +90,41 @@ struct rg_region {
 struct rg_slot {
 	struct rg_region *reg; /* NULL: free */
 	uint32_t idx;
+	uint32_t busy; /* in the evictor's batch in flight (cleared when released) */
 };
+
+/* The background evictor's batch: copies of its victims, put without s->lock. */
+struct rg_bg {
+	uint32_t victims[RG_EVICT_BG];
+	struct ramster_iov iov[RG_EVICT_BG];
+	uint8_t *buf;		    /* RG_EVICT_BG pages */
+	uint8_t *zbuf;		    /* RG_EVICT_BG compressed copies of RG_ZC_BOUND bytes */
+	unsigned zlen[RG_EVICT_BG]; /* their lengths (0: not cached) */
+};
+
+struct rg_zcache;
 
 struct rg_space {
 	pthread_mutex_t lock;
+	pthread_mutex_t io; /* the connection (lock rule above) */
 	int uffd;
 	int stopfd;
+	int stopping; /* the fault thread is to stop (atomic: it reads it while spinning) */
 	int has_poison;
 	pthread_t thread;
 	int thread_ok;
 	int dead; /* a fork child's copy */
 	ramster *conn;
 	int pool;
+
+	/* the background evictor (region_evictor.c) */
+	pthread_t evictor;
+	pthread_cond_t ev_cv; /* kicks it (with s->lock) */
+	int evictor_ok, ev_stop, ev_on;
+	uint32_t wm_start, wm_stop; /* free slots: it starts below the first, stops at the second */
+	struct rg_bg *bg;
+	struct rg_zcache *zc;	   /* the compressed cache, NULL: off */
+	uint8_t zbuf[RG_ZC_BOUND]; /* a page compressed by a fault's own eviction */
 	uint64_t next_oid;
 
 	struct rg_region **regs; /* sorted by base, disjoint */
@@ -174,9 +210,62 @@ void rg_slot_take(struct rg_space *s, struct rg_region *g, size_t i);
 void rg_slot_release(struct rg_space *s, struct rg_region *g, size_t i);
 
 /*
- * region_evict.c: make room for n more resident pages, evicting.
- * @return how many fit (>= 1 unless none could be freed).
+ * region_evict.c: make room for n more resident pages: wakes the evictor when
+ * the free slots fall under its watermark, evicts here only when they are
+ * too few. @return how many fit (>= 1 unless none could be freed).
  */
 unsigned rg_room(struct rg_space *s, unsigned n);
+
+/*
+ * region_evict.c: pick up to want victims with CLOCK into v (slot numbers),
+ * write-protected, none busy. @return how many.
+ */
+unsigned rg_clock_pick(struct rg_space *s, uint32_t *v, unsigned want);
+
+/*
+ * region_evict.c: copy of page i of g to put, into b when the page may be
+ * unreadable. @return the bytes to put, or NULL.
+ */
+void *rg_put_source(struct rg_space *s, struct rg_region *g, size_t i, uint8_t *b);
+
+/* region_evict.c: drop a victim (put or clean). @return 0 or -errno (it stays, referenced). */
+int rg_drop(struct rg_space *s, struct rg_region *g, size_t i);
+
+/* region_zcache.c: the cache's key of page i of g: the pool's name of it. */
+static inline uint64_t rg_zc_key(const struct ramster_oid *oid, uint32_t index)
+{
+	return oid->w[0] << 32 | index;
+}
+
+/* region_zcache.c: make s's cache of cap bytes (0: none). @return 0 or -ENOMEM. */
+int rg_zc_init(struct rg_space *s, size_t cap);
+
+/* region_zcache.c: free the cache and every entry. */
+void rg_zc_fini(struct rg_space *s);
+
+/*
+ * region_zcache.c: compress a page into dst (RG_ZC_BOUND bytes), no lock needed.
+ * @return its length, 0 when it does not fit (not worth caching).
+ */
+unsigned rg_zc_compress(const void *page, void *dst);
+
+/* region_zcache.c: the pool's copy of key is now comp (len bytes, 0: not cached); evicts the
+ * oldest. */
+void rg_zc_store(struct rg_space *s, uint64_t key, const void *comp, unsigned len);
+
+/* region_zcache.c: forget key (the pool's copy changed without the cache). */
+void rg_zc_drop(struct rg_space *s, uint64_t key);
+
+/* region_zcache.c: decompress key's page into page. @return 0 (a hit) or -ENOENT. */
+int rg_zc_load(struct rg_space *s, uint64_t key, void *page);
+
+/* region_zcache.c: bytes the cache holds now (entries and headers). */
+size_t rg_zc_bytes(const struct rg_space *s);
+
+/* region_evictor.c: start the evictor thread. @return 0 or an errno. */
+int rg_evictor_start(struct rg_space *s);
+
+/* region_evictor.c: stop it and wait for it (no lock held). NULL-safe on a space without one. */
+void rg_evictor_stop(struct rg_space *s);
 
 #endif

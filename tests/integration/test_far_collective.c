@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "ramster.h"
 #include "tests/integration/collective.h"
@@ -175,5 +176,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_region_on_peer, setup, teardown),
 	};
 
+	/* the pages must come back from the peer, not from the region's compressed cache */
+	setenv("RAMSTER_FAR_ZCACHE_MB", "0", 1);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -57,6 +57,8 @@ check_far() {
 	line=$(awk '{for (i = 1; i < NF; i++) if ($i == "puts") print $(i + 1), $0}' "$2" | sort -n | tail -1 | cut -d' ' -f2-)
 	echo "$name: $line"
 	puts=$(field puts "$line"); gets=$(field gets "$line"); failed=$(field get_failed "$line")
+	# pages back from the node or from the region's compressed cache of the node's copies
+	gets=$((gets + $(field zcache_hits "$line")))
 	peak=$(field rss_peak_kib "$line")
 	[ -n "$puts" ] && [ "$puts" -gt 0 ] || { echo "$name: no page went to the node"; return 1; }
 	[ "$gets" -gt 0 ] || { echo "$name: no page came back"; return 1; }
