@@ -34,7 +34,10 @@ GNUTLS_LIBS   = $(call pc,GNUTLS_LIBS,--libs gnutls)
 # ramsterctl's): proto/ and lib/ need protobuf-c; tmem/ liblzo2; node/ and
 # transport/ libev, libsodium, libinih, libmicrohttpd, libsystemd, GnuTLS (NBD over TLS)
 # and (RDMA=1) the RDMA libraries; the tools that print JSON jansson.
-WIRE_LIBS = $(PROTOBUF_LIBS) -llz4 # -llz4: libramster's region cache (lib/region_zcache.c)
+WIRE_LIBS = $(PROTOBUF_LIBS)
+# libramster itself: its far-memory regions keep a cache of evicted pages in LZ4
+# (lib/region_zcache.c); what links only its client calls does not need it
+LIBRAMSTER_LIBS = $(WIRE_LIBS) -llz4
 TIER_LIBS = -llzo2 -llz4
 # node/ also serves /metrics (libmicrohttpd), talks to systemd (libsystemd) and
 # serves NBD over TLS (GnuTLS: node/nbd/nbd_tls.c)
@@ -147,14 +150,14 @@ $(BUILD)/lib/libramster.a: $(LIB_OBJ) $(LIBWIRE_OBJ)
 $(BUILD)/lib/libramster.so: $(LIB_OBJ) $(LIBWIRE_OBJ) lib/ramster.map
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,-soname,libramster.so.0 -Wl,--version-script=lib/ramster.map $(FINAL_LDFLAGS) \
-	  -o $@ $(LIB_OBJ) $(LIBWIRE_OBJ) $(WIRE_LIBS)
+	  -o $@ $(LIB_OBJ) $(LIBWIRE_OBJ) $(LIBRAMSTER_LIBS)
 	ln -sf libramster.so $(BUILD)/lib/libramster.so.0
 
 # ramster-run's LD_PRELOAD shim: the library's objects again, exporting only what it interposes
 $(BUILD)/lib/libramster-preload.so: $(call obj,tools/ramster-preload.c) $(LIB_OBJ) $(LIBWIRE_OBJ) tools/ramster-preload.map
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,--version-script=tools/ramster-preload.map $(FINAL_LDFLAGS) \
-	  -o $@ $(call obj,tools/ramster-preload.c) $(LIB_OBJ) $(LIBWIRE_OBJ) $(WIRE_LIBS) -ldl
+	  -o $@ $(call obj,tools/ramster-preload.c) $(LIB_OBJ) $(LIBWIRE_OBJ) $(LIBRAMSTER_LIBS) -ldl
 
 # ---- programs ----------------------------------------------------------------
 $(BUILD)/bin/ramsterd: $(call obj,node/main.c) $(BUILD)/lib/libnode.a $(BUILD)/lib/libtier.a $(BUILD)/lib/libwire.a
@@ -173,7 +176,7 @@ $(BUILD)/bin/ramster-netbench: $(NETBENCH_OBJ) $(PAGEGEN_OBJ) $(JOUT_OBJ) $(FIGU
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(WIRE_LIBS) $(JSON_LIBS)
 $(BUILD)/bin/ramster-run: $(call obj,tools/ramster-run.c) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
-	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(WIRE_LIBS)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(LIBRAMSTER_LIBS)
 # ramster-drill: tools/drill/, one file a job (tools/drill/drill.h)
 DRILL_OBJ := $(call obj,$(wildcard tools/drill/*.c))
 $(BUILD)/bin/ramster-drill: $(DRILL_OBJ) $(JOUT_OBJ) $(PROGRESS_OBJ) $(FIGURES_OBJ) $(BUILD)/lib/libramster.a
@@ -196,7 +199,7 @@ $(BUILD)/tests/integration/test_million: INTEG_LIBS = $(TIER_LIBS)
 $(BUILD)/tests/integration/%: $(call obj,tests/integration/%.c) $(call obj,tests/integration/harness.c) \
   $(call obj,tests/integration/collective.c) $(PAGEGEN_OBJ) $(BUILD)/lib/libramster.a
 	@mkdir -p $(dir $@)
-	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(INTEG_LIBS) $(WIRE_LIBS) $(TEST_LIBS)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(INTEG_LIBS) $(LIBRAMSTER_LIBS) $(TEST_LIBS)
 .SECONDARY:
 
 unit: $(UNIT_BIN)
