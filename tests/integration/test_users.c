@@ -637,8 +637,14 @@ static int a_floods(void *arg, ramster *unused)
 	return 0;
 }
 
+/*
+ * Under ASan freed memory sits in the allocator's quarantine (256 MiB by
+ * default), so the daemon's RSS there grows with the flood's churn, not with
+ * what it holds: measured 30..49 MiB across CI runs (49.5 MiB once, 2026-12-06).
+ * The plain build's bound is the check; this one only catches a runaway.
+ */
 #if defined(__SANITIZE_ADDRESS__)
-#define HELD_RSS_BOUND_KIB (48 * 1024)
+#define HELD_RSS_BOUND_KIB (64 * 1024)
 #else
 #define HELD_RSS_BOUND_KIB (24 * 1024)
 #endif
