@@ -39,9 +39,9 @@ WIRE_LIBS = $(PROTOBUF_LIBS)
 # (lib/region_zcache.c); what links only its client calls does not need it
 LIBRAMSTER_LIBS = $(WIRE_LIBS) -llz4
 TIER_LIBS = -llzo2 -llz4
-# node/ also serves /metrics (libmicrohttpd), talks to systemd (libsystemd) and
+# node/ erasure-codes pages (ISA-L: node/remote/erasure.c), serves /metrics (libmicrohttpd), talks to systemd (libsystemd) and
 # serves NBD over TLS (GnuTLS: node/nbd/nbd_tls.c)
-NODE_LIBS = -lev $(SODIUM_LIBS) $(INIH_LIBS) $(GNUTLS_LIBS) $(RDMA_LIBS) -lmicrohttpd $(SYSTEMD_LIBS)
+NODE_LIBS = -lev -lisal $(SODIUM_LIBS) $(INIH_LIBS) $(GNUTLS_LIBS) $(RDMA_LIBS) -lmicrohttpd $(SYSTEMD_LIBS)
 # the tools' JSON (jansson)
 JSON_LIBS = -ljansson
 TEST_LIBS = -lcmocka

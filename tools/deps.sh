@@ -20,7 +20,7 @@ pkgs=(
 	libnbd-bin python3-libnbd nbdkit fio qemu-utils socat
 	libsystemd-dev scdoc man-db systemd
 	python3 coreutils util-linux passwd
-	libfaketime
+	libfaketime libisal-dev
 )
 
 # one dpkg query for all (make check and make demo run --check every time)
