@@ -16,6 +16,7 @@
 #include "node/config.h"
 #include "node/config_int.h"
 #include "node/config_keys.h"
+#include "tmem/replica.h"
 
 #define CONFIG_SECRET_MIN 16 /* bytes; `ramsterctl genkey` prints 64 hex digits */
 
@@ -105,6 +106,50 @@ static void config_check_secret(struct config_parse *p, int secret_line)
 		    c->secret_file, n, CONFIG_SECRET_MIN);
 }
 
+/*
+ * redundancy = "replicas N" or "ec K+M" ("ecK+M" too): into replicas, or
+ * ec_k and ec_m. Given with replicas = N, the two must agree.
+ */
+static void check_redundancy(struct config_parse *p, struct config *c)
+{
+	int line = config_key_line(p, CONFIG_SEC_CLUSTER, "redundancy");
+	int rline = config_key_line(p, CONFIG_SEC_CLUSTER, "replicas");
+	unsigned a, b;
+	char tail;
+
+	if (!line)
+		return;
+	if (sscanf(c->redundancy, "replicas %u %c", &a, &tail) == 1) {
+		if (a < 1 || a > REPLICA_COPIES_MAX)
+			config_fail_at(p, line, "redundancy: replicas %u is out of range 1..%u", a,
+				       REPLICA_COPIES_MAX);
+		else if (rline && c->replicas != a)
+			config_fail_at(p, line, "redundancy = replicas %u but replicas = %u", a,
+				       c->replicas);
+		else
+			c->replicas = a;
+		return;
+	}
+	if (sscanf(c->redundancy, "ec %u+%u %c", &a, &b, &tail) == 2 ||
+	    sscanf(c->redundancy, "ec%u+%u %c", &a, &b, &tail) == 2) {
+		if (a < 2 || b < 1 || a + b > REPLICA_MAX)
+			config_fail_at(p, line,
+				       "redundancy: ec %u+%u: K (data fragments) is 2 or more, M "
+				       "(parity) 1 or more, K+M at most %u",
+				       a, b, REPLICA_MAX);
+		else if (rline && c->replicas > 1)
+			config_fail_at(p, line, "redundancy = ec %u+%u and replicas = %u: one or "
+				       "the other", a, b, c->replicas);
+		else {
+			c->ec_k = a;
+			c->ec_m = b;
+		}
+		return;
+	}
+	config_fail_at(p, line, "redundancy: '%s' is neither 'replicas N' nor 'ec K+M'",
+		       c->redundancy);
+}
+
 void config_check(struct config_parse *p)
 {
 	struct config *c = p->c;
@@ -149,11 +194,17 @@ void config_check(struct config_parse *p)
 		config_fail_at(p, orphan_line ? orphan_line : dead_line,
 			       "orphan_after_ms (%u) must be above dead_after_ms (%u)",
 			       c->orphan_after_ms, c->dead_after_ms);
+	check_redundancy(p, c);
 	if (c->replicas > 1 && c->replicas + 1 > c->n_nodes)
 		config_fail_at(p, config_key_line(p, CONFIG_SEC_CLUSTER, "replicas"),
 			       "replicas = %u needs at least %u nodes (the owner and %u peers); "
 			       "the file has %zu",
 			       c->replicas, c->replicas + 1, c->replicas, c->n_nodes);
+	if (c->ec_k && c->ec_k + c->ec_m + 1 > c->n_nodes)
+		config_fail_at(p, config_key_line(p, CONFIG_SEC_CLUSTER, "redundancy"),
+			       "redundancy = ec %u+%u needs at least %u nodes (the owner and %u "
+			       "peers, one a fragment); the file has %zu",
+			       c->ec_k, c->ec_m, c->ec_k + c->ec_m + 1, c->ec_k + c->ec_m, c->n_nodes);
 	for (i = 0; i < c->n_nodes; i++)
 		config_check_nbd_tls(p, &c->nodes[i]);
 	config_resolve_path(p, secret_line, "secret_file", c->secret_file);

@@ -152,11 +152,19 @@ const struct config_key config_keys[] = {
      .help = "An unreachable peer's lease: after this long its copies (and the pages held for "
 	     "it) are forgotten; above `dead_after_ms`.",
      .reload = CONFIG_RELOAD_RESTART},
-    {.name = "replicas", CLUSTER(replicas), .type = CONFIG_U32, .min = 1, .max = REPLICA_MAX,
+    {.name = "replicas", CLUSTER(replicas), .type = CONFIG_U32, .min = 1, .max = REPLICA_COPIES_MAX,
      .def = "1",
      .help = "Copies kept on peers of each remote persistent page, at most the number of "
 	     "nodes - 1. A change counts for the pages placed from then on.",
      .reload = CONFIG_RELOAD_APPLY},
+    {.name = "redundancy", CLUSTER(redundancy), .type = CONFIG_TEXT, .max = sizeof(((struct config *)0)->redundancy) - 1,
+     .def_doc = "replicas 1", .arg = "replicas N | ec K+M",
+     .help = "How a remote persistent page survives its holders: `replicas N` keeps N full "
+	     "copies (the same as `replicas = N`); `ec K+M` cuts the sealed page into K data "
+	     "and M parity fragments on K+M distinct peers (2 <= K, 1 <= M, K+M <= 8), any K "
+	     "of which give it back: M holders may die, at (K+M)/K the memory "
+	     "(docs/erasure.md). Needs K+M+1 nodes.",
+     .reload = CONFIG_RELOAD_RESTART},
     {.name = "link_security", CLUSTER(link_integrity_only), .type = CONFIG_ENUM,
      .choices = link_security_choices, .def = "secure",
      .help = "`secure`: peer links and pages encrypted and authenticated; `integrity`: "

@@ -28,7 +28,7 @@ struct rec {
 	uint32_t checksum;
 	uint16_t len;
 	uint8_t n;
-	uint8_t live : 1, pers : 1, state : 2;
+	uint8_t live : 1, pers : 1, state : 2, ec_k : 3; /* ec_k < REPLICA_MAX */
 	uint8_t node[REPLICA_MAX];
 	uint8_t epoch[REPLICA_MAX];
 	uint64_t raddr[REPLICA_MAX]; /* one-sided read addresses (replica.h) */
@@ -77,6 +77,8 @@ static bool set_valid(const struct replica_set *s)
 	unsigned i, j;
 
 	if (!s || s->n < 1 || s->n > REPLICA_MAX || s->len < 1 || s->len > 4096)
+		return false;
+	if (s->ec_k && (s->ec_k < 2 || s->ec_k >= s->n))
 		return false;
 	for (i = 0; i < s->n; i++) {
 		if (s->node[i] < 1 || s->node[i] > 64)
@@ -160,6 +162,7 @@ int replica_add(struct replica_table *t, const struct tmem_handle *h, bool pers,
 	r->checksum = s->checksum;
 	r->len = (uint16_t)s->len;
 	r->n = (uint8_t)s->n;
+	r->ec_k = s->ec_k & 7;
 	r->live = 1;
 	r->pers = pers;
 	r->state = 0;
@@ -178,6 +181,7 @@ static void rec_copy(const struct rec *r, struct replica_set *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->n = r->n;
+	s->ec_k = r->ec_k;
 	s->len = r->len;
 	s->checksum = r->checksum;
 	s->state = r->state;

@@ -20,7 +20,8 @@
 
 #include "tmem/tmem.h"
 
-#define REPLICA_MAX 4 /* copies a page may have */
+#define REPLICA_MAX 8        /* holders a page may have: copies or fragments */
+#define REPLICA_COPIES_MAX 4 /* full copies (replicas = N) */
 
 /* The holders of a page. */
 struct replica_set {
@@ -30,6 +31,10 @@ struct replica_set {
 	unsigned len;                /* compressed bytes, 1..4096 */
 	uint32_t checksum;           /* adler32 of them */
 	unsigned state;              /* REPLICA_* (read, walk; add ignores it) */
+	/* 0: n full copies. Else the page is erasure-coded (node/remote/erasure.h):
+	 * slot i holds fragment i, the first ec_k the data, the others parity;
+	 * any ec_k of them give the sealed page back (2 <= ec_k < n) */
+	unsigned ec_k;
 	/* where a holder on an rdma link keeps the bytes, for one-sided reads
 	 * (raddr 0: unknown, ask with a message): its address and key, and the
 	 * owner's generation of the link that named them */

@@ -68,7 +68,8 @@ static int save_page(void *arg, const struct tmem_handle *h, bool pers, uint64_t
 		s->st->bytes_local += pi.len;
 		break;
 	case ZCACHE_IMG_REMOTE:
-		head[33] = (uint8_t)pi.set.n;
+		/* n (1..8) in the low bits, an erasure code's data fragments (0: copies) above */
+		head[33] = (uint8_t)(pi.set.n | pi.set.ec_k << 4);
 		head[34] = (uint8_t)pi.set.len;
 		head[35] = (uint8_t)(pi.set.len >> 8);
 		put_le32(head + 36, pi.set.checksum);
@@ -162,7 +163,7 @@ static int load_page(struct snapshot_loader *l, const uint8_t *p, size_t len)
 	struct zcache_page_image pi;
 	struct tmem_handle h;
 	struct make_ctx m = {l->z, &h, &pi};
-	unsigned n, plen, k;
+	unsigned n, plen, k, eck;
 	size_t hlen;
 	int rc;
 
@@ -175,24 +176,27 @@ static int load_page(struct snapshot_loader *l, const uint8_t *p, size_t len)
 	h.oid.w[2] = get_le64(p + 20);
 	h.index = get_le32(p + 28);
 	pi.kind = p[32];
-	n = p[33];
+	n = p[33] & 15;
+	eck = p[33] >> 4;
 	plen = (unsigned)p[34] | (unsigned)p[35] << 8;
 	hlen = PAGE_HEAD + (pi.kind == ZCACHE_IMG_REMOTE ? 2 * (size_t)n : 0);
 	switch (pi.kind) {
 	case ZCACHE_IMG_ZERO:
-		if (n || plen || len != PAGE_HEAD)
+		if (n || eck || plen || len != PAGE_HEAD)
 			return -EBADMSG;
 		break;
 	case ZCACHE_IMG_LOCAL:
-		if (n || !plen || plen > 4096 || len != PAGE_HEAD + (size_t)plen)
+		if (n || eck || !plen || plen > 4096 || len != PAGE_HEAD + (size_t)plen)
 			return -EBADMSG;
 		pi.len = plen;
 		pi.bytes = p + PAGE_HEAD;
 		break;
 	case ZCACHE_IMG_REMOTE:
-		if (n < 1 || n > REPLICA_MAX || !plen || plen > 4096 || len != hlen)
+		if (n < 1 || n > REPLICA_MAX || !plen || plen > 4096 || len != hlen ||
+		    (eck && (eck < 2 || eck >= n)))
 			return -EBADMSG;
 		pi.set.n = n;
+		pi.set.ec_k = eck;
 		pi.set.len = plen;
 		pi.set.checksum = get_le32(p + 36);
 		for (k = 0; k < n; k++) {

@@ -13,6 +13,7 @@
 #include "node/remote/arena.h"
 #include "node/clock.h"
 #include "node/log.h"
+#include "node/remote/erasure.h"
 #include "node/remote/remote_int.h"
 
 /* ---- drain: hand every foreign page back to its owner ----------------------------------- */
@@ -324,9 +325,12 @@ struct rreturn {
 	uint64_t exclude; /* its holders and the targets that failed */
 	unsigned tries;
 	uint32_t to;
-	size_t len;	   /* of the sealed copy */
+	size_t len;	   /* of the sealed copy (of the fragment) */
+	unsigned clen;	   /* the page's compressed bytes, as our descriptor keeps them */
 	uint32_t checksum; /* the seal's version, as our descriptor keeps it */
+	bool frag;	   /* a fragment (redundancy = ec K+M), made again here: plain is the page */
 	uint8_t data[SEAL_BLOB_MAX];
+	uint8_t plain[SEAL_PAGE_MAX];
 };
 
 struct peek {
@@ -398,8 +402,7 @@ static void return_put_cb(void *arg, int result, const Ramster__Peer__Msg *reply
 	if (rc == -ENOENT) {
 		/* the record changed (another slot re-replicated, say): if it still
 		 * names the draining copy, move it under the new descriptor */
-		q->expect = names_copy(r, &q->h, q->from, (unsigned)(q->len - SEAL_OVERHEAD),
-				       q->checksum, NULL);
+		q->expect = names_copy(r, &q->h, q->from, q->clen, q->checksum, NULL);
 		if (q->expect)
 			rc = zcache_remote_move(r->z, &q->h, q->expect, q->from, q->to,
 						cluster_epoch(r->cl, q->to) & 255, NULL);
@@ -421,16 +424,17 @@ static void return_put_cb(void *arg, int result, const Ramster__Peer__Msg *reply
 static void return_home(struct rreturn *q)
 {
 	struct remote *r = q->r;
-	size_t clen = q->len - SEAL_OVERHEAD;
+	size_t clen = q->clen;
 	uint8_t plain[SEAL_PAGE_MAX], page[4096];
 	struct replica_set set;
 	bool home = false;
 	unsigned k;
 
+	/* a fragment's page was opened when it was fetched whole */
 	if (zcache_remote_holders(r->z, q->expect, &set) ||
-	    seal_open(r->seal, &q->h, q->checksum, clen, q->data, q->len, plain) ||
-	    zcache_repatriate_finish(r->z, &q->h, q->expect, &set, false, 0, plain, clen, page,
-				     &home) ||
+	    (!q->frag && seal_open(r->seal, &q->h, q->checksum, clen, q->data, q->len, plain)) ||
+	    zcache_repatriate_finish(r->z, &q->h, q->expect, &set, false, 0,
+				     q->frag ? q->plain : plain, clen, page, &home) ||
 	    !home) {
 		return_end(q, -ENOSPC);
 		return;
@@ -450,6 +454,86 @@ static void return_put(struct rreturn *q)
 		return_home(q);
 }
 
+/* The page whose fragment came back was fetched whole (or not): make the fragment again. */
+static void return_frags_got(void *arg, int result, bool transient, const uint8_t *blob,
+			     size_t blen, const uint8_t *plain, size_t plen)
+{
+	struct rreturn *q = arg;
+	struct remote *r = q->r;
+	uint8_t frags[REPLICA_MAX * ERASURE_FRAG_MAX];
+	struct replica_set set;
+	unsigned k, slot = REPLICA_MAX;
+
+	(void)transient;
+	if (result == -ECANCELED) {
+		free(q);
+		return;
+	}
+	if (result || zcache_remote_holders(r->z, q->expect, &set)) {
+		return_end(q, result ? -EAGAIN : -ENOENT); /* the holder keeps it for now */
+		return;
+	}
+	for (k = 0; k < set.n; k++)
+		if (set.node[k] == q->from)
+			slot = k;
+	if (slot == REPLICA_MAX) {
+		return_end(q, -ENOENT);
+		return;
+	}
+	erasure_encode(r->ec, blob, blen, frags);
+	q->len = erasure_frag_len(set.ec_k, blen);
+	memcpy(q->data, frags + slot * q->len, q->len);
+	memcpy(q->plain, plain, plen);
+	return_put(q);
+}
+
+/*
+ * P_RETURN of a fragment (redundancy = ec K+M). A fragment has no seal of its
+ * own, so its bytes are not taken on trust: the page is fetched from K
+ * holders and checked whole, the returning holder's fragment made again from
+ * it and placed as a copy is (or, nobody taking it, the page comes home).
+ * @return false when h is not an erasure-coded page of ours (the copy path decides).
+ */
+static bool return_fragment(struct remote *r, uint32_t node, const Ramster__Peer__Msg *m,
+			    const struct tmem_handle *h, size_t plen)
+{
+	struct peek pk = {0, false};
+	struct replica_set set;
+	struct rreturn *q;
+	unsigned k, slot = REPLICA_MAX;
+
+	tmem_update(r->t, h, peek_fn, &pk);
+	if (!r->ec || !pk.pampd || zcache_remote_holders(r->z, pk.pampd, &set) || !set.ec_k)
+		return false;
+	for (k = 0; k < set.n; k++)
+		if (set.node[k] == node && cluster_alive(r->cl, node, set.epoch[k]))
+			slot = k;
+	if (slot == REPLICA_MAX || plen != erasure_frag_len(set.ec_k, set.len + SEAL_OVERHEAD)) {
+		r->drain.returns_refused++;
+		cluster_reply(r->cl, node, m->seq, -ENOENT, NULL, NULL, 0);
+		return true;
+	}
+	q = malloc(sizeof(*q));
+	if (!q) {
+		cluster_reply(r->cl, node, m->seq, -ENOMEM, NULL, NULL, 0);
+		return true;
+	}
+	*q = (struct rreturn){.r = r,
+			      .from = node,
+			      .seq = m->seq,
+			      .h = *h,
+			      .pers = pk.pers,
+			      .expect = pk.pampd,
+			      .clen = set.len,
+			      .checksum = set.checksum,
+			      .frag = true};
+	for (k = 0; k < set.n; k++)
+		q->exclude |= 1ull << (set.node[k] - 1);
+	r->drain.returns_fragments++;
+	frag_fetch(r, h, pk.pers, &set, r->timeout_ms, return_frags_got, q);
+	return true;
+}
+
 /* P_RETURN from node: place its copy of our page elsewhere, then answer. */
 void drain_return_serve(struct remote *r, uint32_t node, const Ramster__Peer__Msg *m,
 			const uint8_t *payload, size_t plen)
@@ -464,6 +548,8 @@ void drain_return_serve(struct remote *r, uint32_t node, const Ramster__Peer__Ms
 	unsigned k;
 	bool pers = false;
 
+	if (return_fragment(r, node, m, &h, plen))
+		return;
 	/* the holder hands back the sealed copy as it got it: our seal says whether it is
 	 * this page's current version (the version's low 32 bits lead the blob) */
 	if (plen > SEAL_OVERHEAD) {
@@ -494,6 +580,7 @@ void drain_return_serve(struct remote *r, uint32_t node, const Ramster__Peer__Ms
 			      .pers = pers,
 			      .expect = expect,
 			      .len = plen,
+			      .clen = (unsigned)(plen - SEAL_OVERHEAD),
 			      .checksum = checksum};
 	for (k = 0; k < set.n; k++)
 		q->exclude |= 1ull << (set.node[k] - 1); /* a slot of the record, dead or not */

@@ -18,6 +18,7 @@
 #include <sodium.h>
 
 #include "node/remote/arena.h"
+#include "node/remote/erasure.h"
 #include "node/clock.h"
 #include "node/log.h"
 #include "node/remote/remote_int.h"
@@ -476,6 +477,16 @@ struct remote *remote_create(struct ev_loop *loop, struct zcache *z, const struc
 		free(r);
 		return NULL;
 	}
+	if (cfg->ec_k) {
+		r->ec = erasure_create(cfg->ec_k, cfg->ec_m);
+		if (!r->ec) {
+			snprintf(err, errlen, "redundancy = ec %u+%u: cannot make the code",
+				 cfg->ec_k, cfg->ec_m);
+			seal_destroy(r->seal);
+			free(r);
+			return NULL;
+		}
+	}
 	/* remote descriptors keep the seal's version where adler32 was: the seal checks the bytes */
 	zcache_set_sealed(z, true);
 	remotify_init(r);
@@ -538,6 +549,7 @@ void remote_destroy(struct remote *r)
 	zcache_set_remote(r->z, NULL, NULL);
 	foreign_destroy(r->fs);
 	seal_destroy(r->seal);
+	erasure_destroy(r->ec);
 	if (holder_lie_free)
 		holder_lie_free(r);
 	free(r);
@@ -649,10 +661,17 @@ void remote_foreach_stat(struct remote *r,
 	R(orphan_reclaims, "unreachable owners whose pages were reclaimed for room");
 	R(seal_failures, "copies of our pages whose seal did not open: another page, an older "
 			 "version or changed bytes (the get asked the next holder, else -EIO)");
+	R(ec_fragments_placed, "erasure-coded fragments peers acknowledged (K+M per persistent page)");
+	R(ec_gets, "erasure-coded pages read back whole from K fragments");
+	R(ec_degraded_reads, "erasure-coded reads that used parity (a data fragment was missing or bad)");
+	R(ec_fragments_got, "fragments holders answered with");
+	R(ec_fallback_copies, "persistent pages placed as M+1 whole copies: fewer than K+M peers were live");
 	if (r->holder_lie)
 		R(holder_lies, "test only (RAMSTER_TEST_HOLDER_LIE): answers made up as a holder");
 	fn(arg, "remote_returns_served", r->drain.returns_served,
 	   "copies a draining peer handed back, placed elsewhere");
+	fn(arg, "remote_returns_fragments", r->drain.returns_fragments,
+	   "fragments a draining peer handed back: made again from K others and placed");
 	fn(arg, "remote_returns_refused", r->drain.returns_refused,
 	   "copies a draining peer handed back that were not wanted or placed");
 #undef R
@@ -660,13 +679,20 @@ void remote_foreach_stat(struct remote *r,
 		struct replica_usage u;
 
 		replica_usage(zcache_replicas(r->z), &u);
-		fn(arg, "replica_target", r->replicas, "copies kept of each remote persistent page");
+		fn(arg, "replica_target", r->ec ? 0 : r->replicas,
+		   "copies kept of each remote persistent page (0: erasure-coded)");
+		fn(arg, "ec_data_fragments", r->ec ? erasure_k(r->ec) : 0,
+		   "redundancy = ec K+M: K (0: copies)");
+		fn(arg, "ec_parity_fragments", r->ec ? erasure_m(r->ec) : 0,
+		   "redundancy = ec K+M: M, the holders a page may lose");
 		fn(arg, "replica_below_target", u.degraded,
 		   "remote persistent pages with fewer live copies than the target now");
 		fn(arg, "replica_lost_now", u.lost,
 		   "remote persistent pages with no live copy now (gets answer -EIO)");
 	}
 	fn(arg, "replica_rereplicated", r->repair.rereplicated, "copies made again after a holder died");
+	fn(arg, "replica_fragments_rebuilt", r->repair.fragments,
+	   "of those, erasure-coded fragments made again from K others");
 	fn(arg, "replica_repair_failed", r->repair.failed,
 	   "re-replications that failed (no source or no target; tried again)");
 	fn(arg, "replica_repair_stale", r->repair.stale,

@@ -8,7 +8,8 @@
  *   repatriate.c  gets of pages that live on peers;
  *   repair.c      re-replication after a holder died;
  *   drain.c       a draining holder hands pages back; the owner takes them;
- *   serve.c       serving peers from the foreign store, and ping.
+ *   serve.c       serving peers from the foreign store, and ping;
+ *   fragments.c   an erasure-coded page's fragments gathered (redundancy = ec K+M).
  *
  * Every sub-state below says who touches it: "loop only" (the event loop's
  * thread) or "shared, under X". The lock order is written once, in
@@ -73,6 +74,10 @@ struct rjob {
 	uint8_t *blobs;
 	uint8_t *blob[ZCACHE_OUT_MAX];
 	uint16_t blen[ZCACHE_OUT_MAX];
+	/* redundancy = ec K+M: a persistent page's K+M fragments of flen bytes, one
+	 * after the other (erasure.h), in the same allocation; NULL: whole copies */
+	uint8_t *frags[ZCACHE_OUT_MAX];
+	uint16_t flen[ZCACHE_OUT_MAX];
 	uint32_t version[ZCACHE_OUT_MAX];
 	unsigned pending;   /* pages not finished */
 	bool placed;        /* at least one page moved */
@@ -174,6 +179,7 @@ struct remote_repair {
 	bool progress;                     /* this pass mended something */
 	bool blocked;                      /* no peer could take a copy: pause */
 	uint64_t rereplicated, failed, stale, lost, passes, waits;
+	uint64_t fragments;                /* of the rereplicated, fragments made again (ec) */
 };
 
 /* ---- drain (drain.c): loop only ------------------------------------------------------- */
@@ -188,6 +194,7 @@ struct remote_drain {
 	uint64_t returned, orphans, failed, refused;
 	uint64_t returns_served, returns_refused; /* the owner's side */
 	uint64_t returns_home;                    /* of those served, taken into our tier */
+	uint64_t returns_fragments;               /* fragments handed back: made again here */
 	/* give back (an elastic donation shrinking): hand pages back until the store
 	 * uses at most give_to bytes (UINT64_MAX: not giving back) */
 	uint64_t give_to;
@@ -214,6 +221,7 @@ struct remote {
 	unsigned high, low;         /* shared, under th.lock: a reload changes them */
 	bool rem_eph, rem_pers;     /* shared, under th.lock: a reload changes them */
 	unsigned replicas;          /* copies of a persistent page (loop only) */
+	struct erasure *ec;         /* redundancy = ec K+M: persistent pages as fragments; else NULL */
 	bool donate_auto;           /* donate_mb = auto: the elastic controller sets the budget */
 	bool rdma_read;             /* use the read keys holders name (RAMSTER_RDMA_READ=0: no) */
 	struct seal *seal;          /* our pages' key, this incarnation's (seal.h) */
@@ -247,6 +255,8 @@ struct remote {
 	uint64_t orphans_expired, orphans_reclaimed, orphan_reclaims;
 	uint64_t seal_failures;      /* copies whose seal did not open (another page, version, bytes) */
 	uint64_t holder_lies;        /* test only: answers serve.c made up */
+	uint64_t ec_gets, ec_degraded_reads, ec_fragments_got, ec_fragments_placed;
+	uint64_t ec_fallback_copies; /* pages placed as M+1 copies: fewer than K+M peers live */
 
 	struct remote_repair repair; /* loop only */
 	struct remote_drain drain;   /* loop only */
@@ -315,6 +325,19 @@ HOLDER_LIE_WEAK void holder_lie_put(struct remote *r, const struct foreign_key *
 HOLDER_LIE_WEAK const void *holder_lie_get(struct remote *r, const struct foreign_key *k, const void *data,
 			   size_t *len);
 HOLDER_LIE_WEAK void holder_lie_free(struct remote *r);
+
+/*
+ * fragments.c: gather K fragments of the erasure-coded page h (its holders
+ * s, s->ec_k set), each asked within attempt_ms, and open the sealed page
+ * they make. cb gets 0 with the blob (blen bytes) and the page's compressed
+ * bytes (plain, s->len), or -errno (transient: a holder failed only for now;
+ * -EIO: fewer than K holders alive; -EILSEQ: no K of them opened). Called
+ * exactly once, possibly before frag_fetch returns.
+ */
+typedef void (*frag_fetch_fn)(void *arg, int result, bool transient, const uint8_t *blob,
+			      size_t blen, const uint8_t *plain, size_t plen);
+void frag_fetch(struct remote *r, const struct tmem_handle *h, bool pers,
+		const struct replica_set *s, unsigned attempt_ms, frag_fetch_fn cb, void *arg);
 
 /* serve.c */
 extern const struct arena_hooks serve_arena_hooks;

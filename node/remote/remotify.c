@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "node/remote/arena.h"
+#include "node/remote/erasure.h"
 #include "node/clock.h"
 #include "node/log.h"
 #include "node/remote/remote_int.h"
@@ -185,10 +186,14 @@ static void page_commit(struct rpage *p)
 	/* the descriptor keeps the compressed length and the seal's version (seal.h) */
 	p->set.len = op->len;
 	p->set.checksum = job->version[p->i];
+	p->set.ec_k = job->frags[p->i] ? erasure_k(r->ec) : 0;
 	rc = zcache_remotify_commit(r->z, &job->out, p->i, &p->set);
 	if (rc == 0) {
 		r->pages_placed++;
-		r->copies_placed += p->set.n;
+		if (p->set.ec_k)
+			r->ec_fragments_placed += p->set.n;
+		else
+			r->copies_placed += p->set.n;
 		job->placed = true;
 	} else {
 		/* changed while in flight (or no memory for the record): the copies are stale */
@@ -250,9 +255,17 @@ static void page_send(struct rpage *p)
 	struct zcache_out_page *op = &p->job->out.p[p->i];
 	/* never two copies on one peer: one death must not take both */
 	uint64_t held = set_mask(&p->set), exclude = p->tried | held;
+
+	const uint8_t *data = p->job->blob[p->i];
+	size_t len = p->job->blen[p->i];
 	int rc;
 
-	rc = remote_copy_send(p->job->r, &op->h, op->pers, p->job->blob[p->i], p->job->blen[p->i],
+	if (p->job->frags[p->i]) {
+		/* fragment i goes to the holder in slot i (set.n: the ones placed so far) */
+		len = p->job->flen[p->i];
+		data = p->job->frags[p->i] + p->set.n * len;
+	}
+	rc = remote_copy_send(p->job->r, &op->h, op->pers, data, len,
 			      &exclude, &p->tries, REMOTIFY_TRIES + p->want - 1, &p->node, put_cb, p);
 	p->tried = exclude & ~held;
 	if (rc)
@@ -270,8 +283,21 @@ static void job_start(struct rjob *job)
 			continue;
 		job->pg[i] = (struct rpage){ .job = job, .i = i };
 		job->pg[i].want = job->out.p[i].pers ? r->replicas : 1;
+		if (job->frags[i]) {
+			unsigned n = erasure_k(r->ec) + erasure_m(r->ec);
+
+			job->pg[i].want = n;
+			if (cluster_candidates(r->cl, job->flen[i], 0) < n) {
+				/* too few live peers for K+M fragments (some died): M+1 whole
+				 * copies survive as many deaths, on fewer peers */
+				job->frags[i] = NULL;
+				job->pg[i].want = erasure_m(r->ec) + 1;
+				r->ec_fallback_copies++;
+			}
+		}
 		job->pending++;
-		if (cluster_candidates(r->cl, job->out.p[i].len, 0) < job->pg[i].want) {
+		if (cluster_candidates(r->cl, job->frags[i] ? job->flen[i] : job->out.p[i].len, 0) <
+		    job->pg[i].want) {
 			/* fewer live peers with room than copies wanted: do not send
 			 * copies that would only be flushed again */
 			r->no_target++;
@@ -306,9 +332,17 @@ static int job_seal(struct remote *r, struct rjob *job)
 	size_t total = 0, off = 0;
 	unsigned i;
 
-	for (i = 0; i < job->out.n; i++)
-		if (job->out.p[i].resolved && job->out.p[i].len <= SEAL_PAGE_MAX)
-			total += job->out.p[i].len + SEAL_OVERHEAD;
+	unsigned n = r->ec ? erasure_k(r->ec) + erasure_m(r->ec) : 0;
+
+	for (i = 0; i < job->out.n; i++) {
+		const struct zcache_out_page *op = &job->out.p[i];
+
+		if (!op->resolved || op->len > SEAL_PAGE_MAX)
+			continue;
+		total += op->len + SEAL_OVERHEAD;
+		if (r->ec && op->pers) /* and its fragments */
+			total += n * erasure_frag_len(erasure_k(r->ec), op->len + SEAL_OVERHEAD);
+	}
 	job->blobs = malloc(total ? total : 1);
 	if (!job->blobs)
 		return -ENOMEM;
@@ -321,6 +355,14 @@ static int job_seal(struct remote *r, struct rjob *job)
 		job->blen[i] = (uint16_t)seal_page(r->seal, &op->h, op->data, op->len, job->blob[i],
 						   &job->version[i]);
 		off += job->blen[i];
+		if (r->ec && op->pers) {
+			/* sealed first, then cut: the holders keep pieces of ciphertext, and
+			 * the whole blob's tag checks the fragments that come back */
+			job->frags[i] = job->blobs + off;
+			job->flen[i] = (uint16_t)erasure_frag_len(erasure_k(r->ec), job->blen[i]);
+			erasure_encode(r->ec, job->blob[i], job->blen[i], job->frags[i]);
+			off += n * job->flen[i];
+		}
 	}
 	return 0;
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "node/remote/arena.h"
+#include "node/remote/erasure.h"
 #include "node/clock.h"
 #include "node/log.h"
 #include "node/remote/remote_int.h"
@@ -26,6 +27,11 @@
  * the flush log): no surplus copy stays. A record whose copies are all on
  * unreachable holders waits for them. A record with no holder left is lost: counted and logged once, and its gets answer
  * -EIO. The walk ends when nothing is degraded and nothing is in flight.
+ *
+ * An erasure-coded page is mended the same way, one lost fragment at a time:
+ * K fragments are fetched (fragments.c), the sealed page decoded and checked,
+ * the lost slot's fragment made again and placed on a peer holding none of
+ * the page. It is lost when fewer than K holders are left alive.
  */
 
 struct rrepair {
@@ -165,6 +171,35 @@ static void repair_got(void *arg, int result, const Ramster__Peer__Msg *reply,
 	repair_put(p);
 }
 
+/*
+ * An erasure-coded page came back whole (fragments.c): its lost holder's
+ * fragment is made again from the sealed blob and placed like a copy.
+ */
+static void repair_frags_got(void *arg, int result, bool transient, const uint8_t *blob,
+			     size_t blen, const uint8_t *plain, size_t plen)
+{
+	struct rrepair *p = arg;
+	struct remote *r = p->r;
+	uint8_t frags[REPLICA_MAX * ERASURE_FRAG_MAX];
+	unsigned k, slot = p->set.n;
+
+	(void)transient;
+	(void)plain;
+	(void)plen;
+	for (k = 0; k < p->set.n; k++)
+		if (p->set.node[k] == p->from)
+			slot = k;
+	if (result || slot == p->set.n) {
+		repair_end(p, false);
+		return;
+	}
+	erasure_encode(r->ec, blob, blen, frags);
+	p->len = erasure_frag_len(p->set.ec_k, blen);
+	memcpy(p->data, frags + slot * p->len, p->len);
+	r->repair.fragments++;
+	repair_put(p);
+}
+
 /* Ask the next live holder (nearest first) for the bytes. */
 static void repair_fetch(struct rrepair *p)
 {
@@ -172,6 +207,13 @@ static void repair_fetch(struct rrepair *p)
 	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
 	Ramster__Peer__Page pg;
 
+	if (p->set.ec_k) {
+		if (p->next++) /* one fetch asks every holder it needs */
+			repair_end(p, false);
+		else
+			frag_fetch(r, &p->h, p->pers, &p->set, r->timeout_ms, repair_frags_got, p);
+		return;
+	}
 	while (p->next < p->n_order) {
 		uint32_t node = p->set.node[p->order[p->next++]];
 
@@ -212,14 +254,16 @@ static void repair_visit(void *arg, uint64_t id, const struct tmem_handle *h, bo
 		replica_set_state(zcache_replicas(r->z), id, 0); /* healed meanwhile */
 		return;
 	}
-	if (!kept) {
+	if (!kept || (s->ec_k && kept < s->ec_k)) {
+		/* no copy left, or fewer fragments than it takes to make the page */
 		replica_set_state(zcache_replicas(r->z), id, REPLICA_LOST);
 		r->repair.lost++;
 		log_lost(h);
 		return;
 	}
-	if (!alive)
-		return; /* every copy on unreachable holders: nothing to copy from; they come back or expire */
+	if (!alive || alive < s->ec_k)
+		return; /* every copy (or too many fragments) on unreachable holders: nothing to copy
+			 * from; they come back or expire */
 	if (slot == REPAIR_INFLIGHT)
 		return;
 	{

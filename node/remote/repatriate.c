@@ -16,6 +16,10 @@
  * every copy is gone or refused (a bad seal, a holder that lost it). Gets are
  * idempotent (a persistent get never deletes), so asking again is safe. An
  * ephemeral get is not retried: a miss is a right answer for it, and faster.
+ *
+ * An erasure-coded page (redundancy = ec K+M) is had from K of its holders at
+ * once (fragments.c); the same rules hold, with "every copy gone" read as
+ * "fewer than K fragments left".
  */
 
 #include <errno.h>
@@ -237,6 +241,25 @@ static void get_read_cb(void *arg, int err, const void *data, size_t len)
 	get_ask(g);
 }
 
+/* An erasure-coded page's fragments came back as the page (fragments.c), or did not. */
+static void get_frags_cb(void *arg, int result, bool transient, const uint8_t *blob, size_t blen,
+			 const uint8_t *plain, size_t plen)
+{
+	struct rget *g = arg;
+
+	(void)blob;
+	(void)blen;
+	if (result == 0) {
+		get_finish(g, 0, plain, plen);
+		return;
+	}
+	if (transient)
+		g->transient = true;
+	if (result != -ECANCELED && get_retry_later(g))
+		return;
+	get_finish(g, result, NULL, 0);
+}
+
 /* Ask the next live holder in order; with none left the page is lost. */
 static void get_ask(struct rget *g)
 {
@@ -246,6 +269,11 @@ static void get_ask(struct rget *g)
 	unsigned attempt;
 	int rc;
 
+	if (g->set.ec_k) {
+		/* K fragments at once, each within the whole request timeout */
+		frag_fetch(r, &g->h, g->pers, &g->set, r->timeout_ms, get_frags_cb, g);
+		return;
+	}
 	while (g->next < g->n_order) {
 		unsigned slot = g->order[g->next++];
 		uint32_t node = g->set.node[slot];

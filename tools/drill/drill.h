@@ -58,6 +58,9 @@ struct opts {
 	enum drill drill;
 	unsigned nodes, replicas;
 	bool nodes_set, replicas_set; /* given on the command line */
+	/* --redundancy ecK+M: the pages erasure-coded. replicas is then M + 1 (the
+	 * holders a page survives losing, plus one: what the verdicts count in) */
+	unsigned ec_k, ec_m;
 	unsigned local_mb;
 	uint64_t pages;
 	unsigned dead_after_ms, heartbeat_ms;
@@ -68,6 +71,12 @@ struct opts {
 };
 
 extern struct opts o; /* the command line, set before anything runs */
+
+/* The peers a persistent page lives on: its copies, or K+M fragments. */
+static inline unsigned drill_holders(void)
+{
+	return o.ec_k ? o.ec_k + o.ec_m : o.replicas;
+}
 
 /* What the run created: cleanup undoes exactly this. */
 struct drill_run {

@@ -149,9 +149,9 @@ static void restore_wait(const struct result *res)
 	uint64_t peak = 0;
 	char b[24];
 
-	if (res->live_after < o.replicas) {
-		note("n1 cannot restore %u copies: %u live peer(s) (replica_below_target %s)",
-		     o.replicas, res->live_after,
+	if (res->live_after < drill_holders()) {
+		note("n1 cannot restore %u %s: %u live peer(s) (replica_below_target %s)",
+		     drill_holders(), o.ec_k ? "fragments" : "copies", res->live_after,
 		     stat_str(b, sizeof(b), node_stat(1, "replica_below_target")));
 		return;
 	}

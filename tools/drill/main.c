@@ -305,6 +305,8 @@ static void usage(FILE *f)
 	    "  -n, --nodes N          nodes in the collective, 2..%d (default 3; kill-two 5)\n"
 	    "  -r, --replicas N       the cluster's replicas, 1..%d (default 1; kill-two 3);\n"
 	    "                         needs nodes >= replicas + 1\n"
+	    "  -R, --redundancy ecK+M the pages erasure-coded: K data and M parity fragments\n"
+	    "                         (2 <= K, 1 <= M, K+M <= 8); kill-two: ec4+2 on 7 nodes\n"
 	    "  -m, --local-mb N       node 1's local tier, MiB (default 4)\n"
 	    "  -p, --pages N          pages written (default: 8x local_mb in pages)\n"
 	    "      --dead-after-ms N  the cluster's dead_after_ms (default 1000)\n"
@@ -343,6 +345,7 @@ int main(int argc, char **argv)
 	    {"drill", required_argument, NULL, 'd'},
 	    {"nodes", required_argument, NULL, 'n'},
 	    {"replicas", required_argument, NULL, 'r'},
+	    {"redundancy", required_argument, NULL, 'R'},
 	    {"local-mb", required_argument, NULL, 'm'},
 	    {"pages", required_argument, NULL, 'p'},
 	    {"dead-after-ms", required_argument, NULL, 'D'},
@@ -363,7 +366,7 @@ int main(int argc, char **argv)
 	unsigned k;
 	int c, rc;
 
-	while ((c = getopt_long(argc, argv, "d:n:r:m:p:b:kjh", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "R:d:n:r:m:p:b:kjh", lo, NULL)) != -1) {
 		switch (c) {
 		case 'd':
 			drill = optarg;
@@ -376,6 +379,24 @@ int main(int argc, char **argv)
 			o.replicas = (unsigned)num("--replicas", optarg, 1, REPLICAS_MAX);
 			o.replicas_set = true;
 			break;
+		case 'R': {
+			unsigned a, b;
+			char tail;
+
+			if (sscanf(optarg, "ec%u+%u%c", &a, &b, &tail) == 2 && a >= 2 && b >= 1 &&
+			    a + b <= 8) {
+				o.ec_k = a;
+				o.ec_m = b;
+			} else if (sscanf(optarg, "replicas%u%c", &a, &tail) == 1 && a >= 1 &&
+				   a <= REPLICAS_MAX) {
+				o.replicas = a;
+				o.replicas_set = true;
+			} else {
+				die("--redundancy: '%s' is neither ecK+M (2 <= K, 1 <= M, K+M <= 8) "
+				    "nor replicasN (1..%d)", optarg, REPLICAS_MAX);
+			}
+			break;
+		}
 		case 'm':
 			o.local_mb = (unsigned)num("--local-mb", optarg, 1, 4096);
 			break;
@@ -439,14 +460,18 @@ int main(int argc, char **argv)
 	o.drill = (enum drill)k;
 	/* kill-two loses nothing only with a third copy; five nodes leave it two
 	 * live peers after the two deaths */
-	if (!o.replicas_set)
+	if (o.ec_k && o.replicas_set)
+		die("--redundancy ec%u+%u and --replicas: one or the other", o.ec_k, o.ec_m);
+	if (o.ec_k)
+		o.replicas = o.ec_m + 1; /* the verdicts: M holders may go */
+	else if (!o.replicas_set)
 		o.replicas = o.drill == D_KILL_TWO ? 3 : 1;
 	if (!o.nodes_set && o.drill == D_KILL_TWO)
-		o.nodes = 5;
-	if (o.nodes < o.replicas + 1)
-		die("--nodes %u is too few for --replicas %u: every copy needs its own peer "
-		    "besides n1 (use --nodes %u or more)",
-		    o.nodes, o.replicas, o.replicas + 1);
+		o.nodes = drill_holders() + 2 > 5 ? drill_holders() + 1 : 5;
+	if (o.nodes < drill_holders() + 1)
+		die("--nodes %u is too few for %u %s: each needs its own peer besides n1 (use "
+		    "--nodes %u or more)",
+		    o.nodes, drill_holders(), o.ec_k ? "fragments" : "copies", drill_holders() + 1);
 	if (o.drill == D_KILL_TWO && o.nodes < 3)
 		die("--drill kill-two kills n2 and n3: it needs --nodes 3 or more");
 	if (o.drill == D_DRAIN && o.nodes < 3)

@@ -68,6 +68,8 @@ static void report_json(const struct result *res, bool pass, const char *why)
 	jout_uint(j, o.nodes, "nodes");
 	jout_uint(j, res->nvictims, "victims");
 	jout_uint(j, o.replicas, "replicas");
+	jout_uint(j, o.ec_k, "ec_k");
+	jout_uint(j, o.ec_m, "ec_m");
 	jout_uint(j, o.dead_after_ms, "dead_after_ms");
 	jout_uint(j, o.heartbeat_ms, "heartbeat_ms");
 	jout_uint(j, o.local_mb, "local_mb");
@@ -150,8 +152,11 @@ void report(const struct result *res, bool pass, const char *why)
 	for (unsigned i = 2; i <= o.nodes; i++)
 		if (res->victims & (1u << i))
 			printf(" n%u", i);
-	printf(", replicas %u, heartbeat %u ms, dead after %u ms\n", o.replicas, o.heartbeat_ms,
-	       o.dead_after_ms);
+	if (o.ec_k)
+		printf(", redundancy ec %u+%u", o.ec_k, o.ec_m);
+	else
+		printf(", replicas %u", o.replicas);
+	printf(", heartbeat %u ms, dead after %u ms\n", o.heartbeat_ms, o.dead_after_ms);
 	printf(
 	    "pages written        %llu (through n1, local_mb %u; %llu by the client as it ran)\n",
 	    (unsigned long long)t->written, o.local_mb, (unsigned long long)cl.puts);

@@ -166,7 +166,7 @@ bool judge(const struct result *res, char *why, size_t len)
 			add_why(why, len, "n2 still held %s foreign page(s) at the kill",
 				stat_str(b, sizeof(b), res->drain_foreign));
 	}
-	if (o.replicas > res->nvictims && res->live_after >= o.replicas && !res->restored)
+	if (o.replicas > res->nvictims && res->live_after >= drill_holders() && !res->restored)
 		add_why(why, len,
 			"n1 did not restore %u copies within %u s (replica_below_target %s)",
 			o.replicas, RESTORE_MS / 1000, stat_str(b, sizeof(b), res->below_end));

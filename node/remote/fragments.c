@@ -1,0 +1,245 @@
+/*
+ * fragments.c - an erasure-coded page's fragments gathered from its holders
+ * and the sealed page made whole again (redundancy = ec K+M; erasure.h,
+ * docs/erasure.md).
+ *
+ * The owner seals the page first (seal.h) and then cuts the blob into K data
+ * and M parity fragments, fragment i on the holder in slot i of the
+ * page's replica set. A fetch asks K live holders at once, reachable ones and
+ * data fragments first (the K data fragments need no arithmetic), each within
+ * the request timeout; a holder that fails or answers bytes of the wrong
+ * length is replaced by the next one not asked. When every answer is in and K
+ * fragments are had, the blob is decoded and its seal opened against the
+ * owner's descriptor. A holder cannot read a fragment (it is ciphertext) nor
+ * change one unseen: a blob whose seal fails means a fragment was wrong, so
+ * every fragment not yet had is asked for too and each set of K had is tried
+ * until one opens (at most C(8,4) = 70 sets): M lying or lost holders cost a
+ * slower read, never a wrong page.
+ *
+ * Loop only. One fetch serves a repatriate (repatriate.c: the page) and a
+ * repair (repair.c: the blob, to make a lost fragment again).
+ */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "node/remote/erasure.h"
+#include "node/remote/remote_int.h"
+
+struct ffetch;
+
+/* One fragment asked of its holder: the request's argument. */
+struct fask {
+	struct ffetch *f;
+	unsigned slot;
+};
+
+struct ffetch {
+	struct remote *r;
+	struct tmem_handle h;
+	bool pers;
+	struct replica_set set;
+	unsigned attempt_ms;
+	frag_fetch_fn cb;
+	void *arg;
+	size_t blen, flen;            /* the sealed page's bytes; a fragment's */
+	uint8_t order[REPLICA_MAX];   /* slots to ask, in order */
+	unsigned n_order, next;
+	struct fask ask[REPLICA_MAX];
+	unsigned outstanding;
+	uint32_t have;                /* slots whose fragment is had */
+	uint32_t tried_sets;          /* a seal failed: the sets tried (by the lowest slot) */
+	bool asking;                  /* in fetch_ask: answers are counted, not acted on */
+	bool bad_seal;                /* a set of K did not open */
+	bool transient;               /* a holder failed in a way that passes */
+	int failed;                   /* why a holder was passed over */
+	uint8_t frag[REPLICA_MAX][ERASURE_FRAG_MAX];
+	uint8_t blob[SEAL_BLOB_MAX];
+	uint8_t plain[SEAL_PAGE_MAX];
+};
+
+static bool fetch_transient(int err)
+{
+	return err == -ETIMEDOUT || err == -EAGAIN || err == -ENOMEM || err == -ENOBUFS;
+}
+
+static void fetch_end(struct ffetch *f, int result)
+{
+	if (result)
+		f->cb(f->arg, result, f->transient, NULL, 0, NULL, 0);
+	else
+		f->cb(f->arg, 0, false, f->blob, f->blen, f->plain, f->set.len);
+	free(f);
+}
+
+/*
+ * Try the sets of K fragments had, data fragments first (the masks in
+ * ascending order start with the low slots). @return 0 with the page in
+ * f->plain, -EBADMSG when none opened.
+ */
+static int fetch_decode(struct ffetch *f)
+{
+	struct remote *r = f->r;
+	unsigned k = f->set.ec_k, n = f->set.n;
+	uint32_t mask;
+
+	for (mask = 0; mask < (1u << n); mask++) {
+		uint8_t idx[REPLICA_MAX];
+		const uint8_t *src[REPLICA_MAX];
+		unsigned i, c = 0;
+
+		if ((mask & f->have) != mask || (unsigned)__builtin_popcount(mask) != k)
+			continue;
+		for (i = 0; i < n; i++)
+			if (mask & (1u << i)) {
+				idx[c] = (uint8_t)i;
+				src[c++] = f->frag[i];
+			}
+		if (erasure_decode(r->ec, idx, src, f->blen, f->blob))
+			continue;
+		if (seal_open(r->seal, &f->h, f->set.checksum, f->set.len, f->blob, f->blen,
+			      f->plain) == 0) {
+			if (mask != (1u << k) - 1)
+				r->ec_degraded_reads++; /* parity used: a data fragment was missing */
+			return 0;
+		}
+		if (!f->bad_seal)
+			r->seal_failures++;
+		f->bad_seal = true;
+	}
+	return -EBADMSG;
+}
+
+static void fetch_ask(struct ffetch *f, unsigned want);
+
+/* Every answer is in: decode, ask more, or give up. */
+static void fetch_settle(struct ffetch *f)
+{
+	unsigned k = f->set.ec_k, had = (unsigned)__builtin_popcount(f->have);
+
+	if (f->outstanding || f->asking)
+		return;
+	if (had >= k) {
+		if (fetch_decode(f) == 0) {
+			f->r->ec_gets++;
+			fetch_end(f, 0);
+			return;
+		}
+		/* a fragment was wrong: have every other one too, and try again */
+		if (f->next < f->n_order) {
+			fetch_ask(f, f->n_order - f->next);
+			return;
+		}
+		f->failed = -EILSEQ;
+		fetch_end(f, -EILSEQ);
+		return;
+	}
+	if (f->next < f->n_order) {
+		fetch_ask(f, k - had);
+		return;
+	}
+	fetch_end(f, f->failed ? f->failed : -EHOSTDOWN);
+}
+
+static void fetch_got(void *arg, int result, const Ramster__Peer__Msg *reply,
+		      const uint8_t *payload, size_t plen)
+{
+	struct fask *a = arg;
+	struct ffetch *f = a->f;
+
+	f->outstanding--;
+	if (result == 0 && plen != f->flen)
+		result = -EILSEQ; /* not a fragment of this page's length */
+	if (result == 0) {
+		memcpy(f->frag[a->slot], payload, plen);
+		f->have |= 1u << a->slot;
+		f->r->ec_fragments_got++;
+	} else {
+		if (fetch_transient(result))
+			f->transient = true;
+		if (result != -ECANCELED || !f->failed)
+			f->failed = result;
+		if (result == -ECANCELED)
+			f->next = f->n_order; /* the node stops: ask nobody else */
+	}
+	fetch_settle(f);
+}
+
+/* Ask up to want more holders, in order. */
+static void fetch_ask(struct ffetch *f, unsigned want)
+{
+	struct remote *r = f->r;
+
+	f->asking = true;
+	while (want && f->next < f->n_order) {
+		unsigned slot = f->order[f->next++];
+		Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
+		Ramster__Peer__Page pg;
+		int rc;
+
+		remote_page_init(&pg, &f->h, f->pers ? PAGE_PERSISTENT : 0, 0);
+		m.op = RAMSTER__PEER__OP__P_GET;
+		m.page = &pg;
+		f->ask[slot] = (struct fask){ f, slot };
+		f->outstanding++;
+		rc = cluster_request(r->cl, f->set.node[slot], &m, NULL, 0, f->attempt_ms,
+				     fetch_got, &f->ask[slot]);
+		if (rc) {
+			f->outstanding--;
+			if (fetch_transient(rc))
+				f->transient = true;
+			f->failed = rc;
+			continue;
+		}
+		want--;
+	}
+	f->asking = false;
+	fetch_settle(f);
+}
+
+void frag_fetch(struct remote *r, const struct tmem_handle *h, bool pers,
+		const struct replica_set *s, unsigned attempt_ms, frag_fetch_fn cb, void *arg)
+{
+	struct ffetch *f;
+	double key[REPLICA_MAX];
+	unsigned k, j;
+
+	if (!r->ec || s->ec_k != erasure_k(r->ec) || s->n != s->ec_k + erasure_m(r->ec)) {
+		/* placed under another code (the config changed across a restart) */
+		cb(arg, -EIO, false, NULL, 0, NULL, 0);
+		return;
+	}
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		cb(arg, -ENOMEM, true, NULL, 0, NULL, 0);
+		return;
+	}
+	*f = (struct ffetch){ .r = r, .h = *h, .pers = pers, .set = *s, .attempt_ms = attempt_ms,
+			      .cb = cb, .arg = arg };
+	f->blen = s->len + SEAL_OVERHEAD;
+	f->flen = erasure_frag_len(s->ec_k, f->blen);
+	/* the live holders: reachable before unreachable, data before parity, then nearest */
+	for (k = 0; k < s->n; k++) {
+		double t;
+
+		if (!cluster_alive(r->cl, s->node[k], s->epoch[k]))
+			continue;
+		t = cluster_rtt_us(r->cl, s->node[k]) / 1e9 + (k >= s->ec_k ? 1.0 : 0.0) +
+		    (cluster_reachable(r->cl, s->node[k], s->epoch[k]) ? 0.0 : 2.0);
+		for (j = f->n_order; j > 0 && key[j - 1] > t; j--) {
+			f->order[j] = f->order[j - 1];
+			key[j] = key[j - 1];
+		}
+		f->order[j] = (uint8_t)k;
+		key[j] = t;
+		f->n_order++;
+	}
+	if (f->n_order < s->ec_k) {
+		/* fewer than K holders alive: the page cannot be had, now or later */
+		f->failed = -EIO;
+		fetch_end(f, -EIO);
+		return;
+	}
+	fetch_ask(f, s->ec_k);
+}
