@@ -480,7 +480,7 @@ static void return_frags_got(void *arg, int result, bool transient, const uint8_
 		return_end(q, -ENOENT);
 		return;
 	}
-	erasure_encode(r->ec, blob, blen, frags);
+	erasure_encode(frag_codec(r, &set), blob, blen, frags);
 	q->len = erasure_frag_len(set.ec_k, blen);
 	memcpy(q->data, frags + slot * q->len, q->len);
 	memcpy(q->plain, plain, plen);
@@ -503,7 +503,7 @@ static bool return_fragment(struct remote *r, uint32_t node, const Ramster__Peer
 	unsigned k, slot = REPLICA_MAX;
 
 	tmem_update(r->t, h, peek_fn, &pk);
-	if (!r->ec || !pk.pampd || zcache_remote_holders(r->z, pk.pampd, &set) || !set.ec_k)
+	if (!pk.pampd || zcache_remote_holders(r->z, pk.pampd, &set) || !set.ec_k)
 		return false;
 	for (k = 0; k < set.n; k++)
 		if (set.node[k] == node && cluster_alive(r->cl, node, set.epoch[k]))

@@ -59,6 +59,20 @@ struct ffetch {
 	uint8_t plain[SEAL_PAGE_MAX];
 };
 
+struct erasure *frag_codec(struct remote *r, const struct replica_set *s)
+{
+	unsigned k = s->ec_k, m = s->n - s->ec_k;
+
+	if (k < 2 || k >= s->n || s->n > REPLICA_MAX)
+		return NULL;
+	if (r->ec && erasure_k(r->ec) == k && erasure_m(r->ec) == m)
+		return r->ec;
+	/* placed under another code (the config changed across a warm restart): its own codec */
+	if (!r->codecs[k][m])
+		r->codecs[k][m] = erasure_create(k, m);
+	return r->codecs[k][m];
+}
+
 static bool fetch_transient(int err)
 {
 	return err == -ETIMEDOUT || err == -EAGAIN || err == -ENOMEM || err == -ENOBUFS;
@@ -96,7 +110,7 @@ static int fetch_decode(struct ffetch *f)
 				idx[c] = (uint8_t)i;
 				src[c++] = f->frag[i];
 			}
-		if (erasure_decode(r->ec, idx, src, f->blen, f->blob))
+		if (erasure_decode(frag_codec(r, &f->set), idx, src, f->blen, f->blob))
 			continue;
 		if (seal_open(r->seal, &f->h, f->set.checksum, f->set.len, f->blob, f->blen,
 			      f->plain) == 0) {
@@ -205,9 +219,8 @@ void frag_fetch(struct remote *r, const struct tmem_handle *h, bool pers,
 	double key[REPLICA_MAX];
 	unsigned k, j;
 
-	if (!r->ec || s->ec_k != erasure_k(r->ec) || s->n != s->ec_k + erasure_m(r->ec)) {
-		/* placed under another code (the config changed across a restart) */
-		cb(arg, -EIO, false, NULL, 0, NULL, 0);
+	if (!frag_codec(r, s)) {
+		cb(arg, -ENOMEM, true, NULL, 0, NULL, 0);
 		return;
 	}
 	f = calloc(1, sizeof(*f));

@@ -550,6 +550,9 @@ void remote_destroy(struct remote *r)
 	foreign_destroy(r->fs);
 	seal_destroy(r->seal);
 	erasure_destroy(r->ec);
+	for (unsigned k = 0; k < REPLICA_MAX; k++)
+		for (unsigned m = 0; m < REPLICA_MAX; m++)
+			erasure_destroy(r->codecs[k][m]);
 	if (holder_lie_free)
 		holder_lie_free(r);
 	free(r);

@@ -222,6 +222,8 @@ struct remote {
 	bool rem_eph, rem_pers;     /* shared, under th.lock: a reload changes them */
 	unsigned replicas;          /* copies of a persistent page (loop only) */
 	struct erasure *ec;         /* redundancy = ec K+M: persistent pages as fragments; else NULL */
+	/* codecs of pages placed under another K+M (a warm restart across a change), loop only */
+	struct erasure *codecs[REPLICA_MAX][REPLICA_MAX];
 	bool donate_auto;           /* donate_mb = auto: the elastic controller sets the budget */
 	bool rdma_read;             /* use the read keys holders name (RAMSTER_RDMA_READ=0: no) */
 	struct seal *seal;          /* our pages' key, this incarnation's (seal.h) */
@@ -334,6 +336,8 @@ HOLDER_LIE_WEAK void holder_lie_free(struct remote *r);
  * -EIO: fewer than K holders alive; -EILSEQ: no K of them opened). Called
  * exactly once, possibly before frag_fetch returns.
  */
+/* The codec of s's K+M (r->ec, or one made for it). @return it, or NULL (memory; not coded). */
+struct erasure *frag_codec(struct remote *r, const struct replica_set *s);
 typedef void (*frag_fetch_fn)(void *arg, int result, bool transient, const uint8_t *blob,
 			      size_t blen, const uint8_t *plain, size_t plen);
 void frag_fetch(struct remote *r, const struct tmem_handle *h, bool pers,

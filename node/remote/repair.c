@@ -193,7 +193,7 @@ static void repair_frags_got(void *arg, int result, bool transient, const uint8_
 		repair_end(p, false);
 		return;
 	}
-	erasure_encode(r->ec, blob, blen, frags);
+	erasure_encode(frag_codec(r, &p->set), blob, blen, frags);
 	p->len = erasure_frag_len(p->set.ec_k, blen);
 	memcpy(p->data, frags + slot * p->len, p->len);
 	r->repair.fragments++;

@@ -3,7 +3,7 @@
 # - each binary links only the libraries its objects use: ramsterctl, the
 #   drill and netbench need libprotobuf-c, libjansson (their JSON) and libc,
 #   libramster.so libprotobuf-c and libc, never
-#   libev, liblzo2, libsodium, libinih, libmicrohttpd, libsystemd, libgnutls or the RDMA
+#   libev, libisal, liblzo2, libsodium, libinih, libmicrohttpd, libsystemd, libgnutls or the RDMA
 #   libraries (readelf -d of
 #   the built files in RAMSTER_BIN and its ../lib, and the link commands of
 #   `make -n`);
@@ -75,7 +75,7 @@ t_ramsterd_links() {
 	local got n
 	got=$(needed "$BIN/ramsterd")
 	echo "ramsterd needs: $(echo $got)"
-	for n in libev liblzo2 liblz4 libsodium libinih libprotobuf-c libmicrohttpd libsystemd libgnutls; do
+	for n in libev libisal liblzo2 liblz4 libsodium libinih libprotobuf-c libmicrohttpd libsystemd libgnutls; do
 		grep -qx "$n" <<<"$got" || { echo "  $n missing"; return 1; }
 	done
 }
@@ -151,7 +151,7 @@ t_link_lines() {
 		line=$(grep -- "-o $T/b/$f " <<<"$out")
 		[ -n "$line" ] || { echo "  no link line for $f"; bad=1; continue; }
 		grep -q -- '-lprotobuf-c' <<<"$line" || { echo "  $f: no -lprotobuf-c"; bad=1; }
-		extra=$(tr ' ' '\n' <<<"$line" | grep -Ex -- '-l(ev|lzo2|lz4|sodium|inih|rdmacm|ibverbs|m|microhttpd|systemd)')
+		extra=$(tr ' ' '\n' <<<"$line" | grep -Ex -- '-l(ev|isal|lzo2|lz4|sodium|inih|rdmacm|ibverbs|m|microhttpd|systemd)')
 		# libramster's regions keep evicted pages in LZ4 (lib/region_zcache.c)
 		[ "$f" = lib/libramster.so ] && extra=$(grep -vx -- -llz4 <<<"$extra")
 		if [ -n "$extra" ]; then
@@ -160,7 +160,7 @@ t_link_lines() {
 		fi
 	done
 	line=$(grep -- "-o $T/b/bin/ramster-bench " <<<"$out")
-	extra=$(tr ' ' '\n' <<<"$line" | grep -Ex -- '-l(ev|sodium|inih|rdmacm|ibverbs|m|microhttpd|systemd)')
+	extra=$(tr ' ' '\n' <<<"$line" | grep -Ex -- '-l(ev|isal|sodium|inih|rdmacm|ibverbs|m|microhttpd|systemd)')
 	if [ -n "$extra" ]; then
 		echo "  ramster-bench links more than liblzo2 and protobuf-c:" $extra
 		bad=1

@@ -49,6 +49,8 @@ cases=(
 	"stop-r2|--drill stop --replicas 2 --nodes 3"
 	"drain|--drill drain --nodes 3"
 	"kill-two|--drill kill-two --replicas 3 --nodes 5"
+	"kill-two-ec|--drill kill-two --redundancy ec4+2 --nodes 7"
+	"drain-ec|--drill drain --redundancy ec2+1 --nodes 5"
 	# the owner paused or cut off; n1's wall clock stepped (skips without libfaketime)
 	"owner-stop|--drill owner-stop --nodes 3"
 	"owner-partition|--drill owner-partition --nodes 3"

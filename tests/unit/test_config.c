@@ -607,6 +607,68 @@ static void test_metrics_listen_log_level(void **state)
 		     "log_level: 'loud' is not debug, info, notice, warn or error");
 }
 
+/* redundancy = replicas N | ec K+M (issue 25): parsed, bounded, and checked against the nodes. */
+static void test_redundancy(void **state)
+{
+	static const char nodes4[] = "[node a]\nid = 1\naddress = 10.0.0.1:7000\n"
+				     "[node b]\nid = 2\naddress = 10.0.0.2:7000\n"
+				     "[node c]\nid = 3\naddress = 10.0.0.3:7000\n"
+				     "[node d]\nid = 4\naddress = 10.0.0.4:7000\n";
+	const char *key = tmp_write(KEY_HEX);
+	char text[1024], nodes[900];
+
+	(void)state;
+	/* a collective of 4 needs its key: secret_file leads the nodes' text */
+	snprintf(nodes, sizeof(nodes), "secret_file = %s\n%s", key, nodes4);
+	snprintf(text, sizeof(text), "[cluster]\nredundancy = ec 2+1\n%s", nodes);
+	assert_int_equal(load(text), 0);
+	assert_int_equal(cfg.ec_k, 2);
+	assert_int_equal(cfg.ec_m, 1);
+	assert_int_equal(cfg.replicas, 1);
+	teardown(NULL);
+	key = tmp_write(KEY_HEX);
+	snprintf(nodes, sizeof(nodes), "secret_file = %s\n%s", key, nodes4);
+	snprintf(text, sizeof(text), "[cluster]\nredundancy = ec2+1\n%s", nodes);
+	assert_int_equal(load(text), 0);
+	assert_int_equal(cfg.ec_k, 2);
+	teardown(NULL);
+	key = tmp_write(KEY_HEX);
+	snprintf(nodes, sizeof(nodes), "secret_file = %s\n%s", key, nodes4);
+	snprintf(text, sizeof(text), "[cluster]\nredundancy = replicas 3\n%s", nodes);
+	assert_int_equal(load(text), 0);
+	assert_int_equal(cfg.replicas, 3);
+	assert_int_equal(cfg.ec_k, 0);
+	teardown(NULL);
+	key = tmp_write(KEY_HEX);
+	snprintf(nodes, sizeof(nodes), "secret_file = %s\n%s", key, nodes4);
+	snprintf(text, sizeof(text), "[cluster]\nredundancy = ec 2+2\n%s", nodes);
+	expect_error(text, 2,
+		     "redundancy = ec 2+2 needs at least 5 nodes (the owner and 4 peers, one a "
+		     "fragment); the file has 4");
+	teardown(NULL);
+	expect_error("[cluster]\nredundancy = ec 1+1\n", 2, "K (data fragments) is 2 or more");
+	teardown(NULL);
+	expect_error("[cluster]\nredundancy = ec 6+3\n", 2, "K+M at most 8");
+	teardown(NULL);
+	expect_error("[cluster]\nredundancy = ec 4+0\n", 2, "M (parity) 1 or more");
+	teardown(NULL);
+	expect_error("[cluster]\nredundancy = ec 4+2x\n", 2, "is neither 'replicas N' nor 'ec K+M'");
+	teardown(NULL);
+	expect_error("[cluster]\nredundancy = mirrored\n", 2, "is neither");
+	teardown(NULL);
+	expect_error("[cluster]\nredundancy = replicas 9\n", 2, "out of range 1..4");
+	teardown(NULL);
+	key = tmp_write(KEY_HEX);
+	snprintf(nodes, sizeof(nodes), "secret_file = %s\n%s", key, nodes4);
+	snprintf(text, sizeof(text), "[cluster]\nreplicas = 2\nredundancy = replicas 3\n%s", nodes);
+	expect_error(text, 3, "redundancy = replicas 3 but replicas = 2");
+	teardown(NULL);
+	key = tmp_write(KEY_HEX);
+	snprintf(nodes, sizeof(nodes), "secret_file = %s\n%s", key, nodes4);
+	snprintf(text, sizeof(text), "[cluster]\nreplicas = 2\nredundancy = ec 2+1\n%s", nodes);
+	expect_error(text, 3, "one or the other");
+}
+
 static void test_err_values(void **state)
 {
 	expect_error("[cluster]\nreplicas = 2\n", 2,
@@ -962,6 +1024,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_err_numbers, teardown),
 	    cmocka_unit_test_teardown(test_metrics_listen_log_level, teardown),
 	    cmocka_unit_test_teardown(test_err_values, teardown),
+	    cmocka_unit_test_teardown(test_redundancy, teardown),
 	    cmocka_unit_test_teardown(test_err_cross_checks, teardown),
 	    cmocka_unit_test_teardown(test_err_secret, teardown),
 	    cmocka_unit_test_teardown(test_node_tier_keys, teardown),

@@ -77,6 +77,39 @@ static void test_add_read_move_remove(void **state)
 	replica_destroy(t);
 }
 
+/* An erasure-coded page's set (ec_k: its data fragments) is kept, moved slot for slot, checked. */
+static void test_erasure_sets(void **state)
+{
+	struct replica_table *t = replica_create();
+	struct tmem_handle h = handle(4);
+	struct replica_set s = { .n = 6, .node = { 2, 3, 4, 5, 6, 7 }, .epoch = { 1, 1, 1, 1, 1, 1 },
+				 .len = 900, .checksum = 7, .ec_k = 4 }, got;
+	uint64_t id, id2;
+
+	(void)state;
+	assert_non_null(t);
+	assert_int_equal(replica_add(t, &h, true, &s, &id), 0);
+	assert_int_equal(replica_read(t, id, &got, NULL), 0);
+	assert_int_equal(got.ec_k, 4);
+	assert_int_equal(got.n, 6);
+	/* a lost holder's fragment made again elsewhere keeps its slot (its fragment number) */
+	assert_int_equal(replica_move(t, id, 4, 8, 2, &id2), 0);
+	assert_int_equal(replica_read(t, id2, &got, NULL), 0);
+	assert_int_equal(got.node[2], 8);
+	assert_int_equal(got.ec_k, 4);
+	s.n = REPLICA_MAX;
+	s.node[6] = 9;
+	s.node[7] = 10;
+	s.ec_k = 7;
+	assert_int_equal(replica_add(t, &h, true, &s, &id), 0);
+	/* no parity, a single data fragment */
+	s.ec_k = REPLICA_MAX;
+	assert_int_equal(replica_add(t, &h, true, &s, &id), -EINVAL);
+	s.ec_k = 1;
+	assert_int_equal(replica_add(t, &h, true, &s, &id), -EINVAL);
+	replica_destroy(t);
+}
+
 static void test_bad_input(void **state)
 {
 	struct replica_table *t = replica_create();
@@ -190,6 +223,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_add_read_move_remove),
 		cmocka_unit_test(test_bad_input),
+		cmocka_unit_test(test_erasure_sets),
 		cmocka_unit_test(test_mark_walk_counts),
 	};
 

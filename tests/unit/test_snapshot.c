@@ -350,6 +350,61 @@ static void test_bad_pages(void **state)
 	zcache_destroy(z);
 }
 
+/* An erasure-coded remote page: its data fragments ride in the head's holder byte, checked. */
+static void test_erasure_pages(void **state)
+{
+	struct zcache *z = tier(16);
+	struct snapshot_loader l;
+	const uint8_t tier_rec[8] = {SNAPSHOT_VERSION};
+	const uint8_t pool_rec[16] = {5, 0, 0, 0, TMEM_PERSISTENT};
+	uint8_t page[40 + 6] = {5}, again[40 + 6];
+	struct snapshot_stats st;
+	int fd, found = 0;
+
+	(void)state;
+	snapshot_loader_init(&l, z);
+	assert_int_equal(snapshot_load_record(&l, SNAPSHOT_TAG_TIER, tier_rec, 8), 0);
+	assert_int_equal(snapshot_load_record(&l, SNAPSHOT_TAG_POOL, pool_rec, 16), 0);
+	page[28] = 3;
+	page[32] = ZCACHE_IMG_ZERO;
+	page[33] = 2 << 4; /* a zero page has no fragments */
+	assert_int_equal(snapshot_load_record(&l, SNAPSHOT_TAG_PAGE, page, 40), -EBADMSG);
+	page[32] = ZCACHE_IMG_REMOTE;
+	page[34] = 200;
+	page[40] = 2;
+	page[41] = 3;
+	page[42] = 4;
+	page[43] = page[44] = page[45] = 1;
+	page[33] = 3 | 3 << 4; /* no parity */
+	assert_int_equal(snapshot_load_record(&l, SNAPSHOT_TAG_PAGE, page, 46), -EBADMSG);
+	page[33] = 3 | 1 << 4; /* one data fragment */
+	assert_int_equal(snapshot_load_record(&l, SNAPSHOT_TAG_PAGE, page, 46), -EBADMSG);
+	page[33] = 3 | 2 << 4; /* 2+1 */
+	assert_int_equal(snapshot_load_record(&l, SNAPSHOT_TAG_PAGE, page, 46), 0);
+	fd = save(z, &st);
+	assert_int_equal(st.pages_remote, 1);
+	{
+		struct image_reader r;
+		const char *why;
+		const uint8_t *p;
+		uint16_t tag;
+		size_t len;
+
+		assert_int_equal(image_read_open(&r, fd, KIND, &why), 0);
+		while (image_next(&r, &tag, &p, &len) == 1)
+			if (tag == SNAPSHOT_TAG_PAGE && p[32] == ZCACHE_IMG_REMOTE) {
+				assert_int_equal(len, 46);
+				memcpy(again, p, len);
+				found = 1;
+			}
+		image_read_close(&r);
+	}
+	assert_true(found);
+	assert_memory_equal(again, page, 46);
+	close(fd);
+	zcache_destroy(z);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -357,6 +412,7 @@ int main(void)
 	    cmocka_unit_test(test_torn_refused),
 	    cmocka_unit_test(test_bad_records),
 	    cmocka_unit_test(test_bad_pages),
+	    cmocka_unit_test(test_erasure_pages),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

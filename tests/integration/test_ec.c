@@ -1,0 +1,290 @@
+/*
+ * test_ec - erasure-coded pages (redundancy = ec K+M, issue 25) on real
+ * daemons over real sockets:
+ *
+ *   - alpha's persistent pages go to its peers as 2+1 fragments and read
+ *     back identical from them (data fragments, no parity needed);
+ *   - a holder killed (SIGKILL): every page reads back from the two left
+ *     (parity used, counted), none -EIO; the owner makes the lost
+ *     fragments again on the spare peer, and then a second holder may die
+ *     and still nothing is lost;
+ *   - the owner restarts warm (SIGUSR2) under another code: its fragments'
+ *     records survive, each read and mended under its own K+M;
+ *   - a lying holder (one bit flipped in every fragment it answers): the
+ *     seal of the whole page refuses the set with its fragment, the others
+ *     are asked and every page reads back right, none -EIO.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "collective.h"
+#include "harness.h"
+
+#define PAGE  4096
+#define PAGES 3072 /* many times alpha's 1 MiB tier */
+#define PER_OBJ 256
+
+static const char *const names[5] = {"alpha", "beta", "gamma", "delta", "eps"};
+
+static int SLOW = 1;
+
+static uint64_t stat_of(struct coll *t, int node, const char *name)
+{
+	uint64_t v = 0;
+
+	assert_int_equal(coll_stat(t, node, name, &v), 0);
+	return v;
+}
+
+static void page_of(unsigned i, unsigned char *p, unsigned version)
+{
+	harness_page_text(p, (uint64_t)i * 7 + version * 1000003ull);
+}
+
+/* The daemon with the lying holder (Makefile: $(BUILD)/tests/ramsterd-lie). */
+static const char *lie_daemon(void)
+{
+	static char path[512];
+	const char *bin = getenv("RAMSTER_BIN");
+
+	snprintf(path, sizeof(path), "%s/../tests/ramsterd-lie", bin && *bin ? bin : "build/bin");
+	return path;
+}
+
+/* alpha (1 MiB tier) and nodes - 1 peers, redundancy = ec 2+1; node 1 lies when lie is set. */
+static void start_all(struct coll *t, int nodes, const char *lie)
+{
+	int i;
+
+	snprintf(t->cluster, sizeof(t->cluster), "ec");
+	snprintf(t->extra, sizeof(t->extra),
+		 "heartbeat_ms = 100\ndead_after_ms = %d\nrequest_timeout_ms = %d\n"
+		 "redundancy = ec 2+1\n",
+		 1000 * SLOW, 12000 * SLOW);
+	for (i = 0; i < nodes; i++)
+		coll_set_node(t, i, names[i], i ? 16 : 1, i ? 64 : 0);
+	assert_int_equal(coll_write_confs(t), 0);
+	for (i = nodes - 1; i >= 0; i--) {
+		if (i == 1 && lie) {
+			setenv("RAMSTER_TEST_HOLDER_LIE", lie, 1);
+			setenv("RAMSTER_DAEMON", lie_daemon(), 1);
+		}
+		assert_int_equal(coll_start(t, i), 0);
+		unsetenv("RAMSTER_TEST_HOLDER_LIE");
+		unsetenv("RAMSTER_DAEMON");
+	}
+	(void)coll_wait_stat(t, 0, "cluster_links_up", (uint64_t)nodes - 1, UINT64_MAX,
+			     10000 * SLOW);
+	assert_int_equal(stat_of(t, 0, "cluster_links_up"), nodes - 1);
+}
+
+static int setup(void **state)
+{
+	*state = coll_create("ec", "5e2b7c9d1f3a4e6b8c0d2f4a6b8c0e1f3a5b7c9d1e3f5a7b9c1d3e5f7a9b1c3d\n");
+	return *state ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	return coll_destroy(*state) ? -1 : 0;
+}
+
+/* A persistent put, tried again while the node waits for room (up to 30 s). */
+static void put_all(ramster *r, int pool, unsigned version)
+{
+	static unsigned char p[PAGE];
+	unsigned i;
+
+	for (i = 0; i < PAGES; i++) {
+		struct ramster_oid oid = harness_oid(25, i / PER_OBJ);
+		int rc, tries = 0;
+
+		page_of(i, p, version);
+		while ((rc = ramster_put(r, pool, &oid, i % PER_OBJ, p)) == -ENOSPC && ++tries < 1500)
+			usleep(20000);
+		assert_int_equal(rc, 0);
+	}
+}
+
+/* @return the pages not read back identical; *eio the -EIO among them. */
+static unsigned check_all(ramster *r, int pool, unsigned version, unsigned *eio)
+{
+	static unsigned char p[PAGE], want[PAGE];
+	unsigned i, bad = 0;
+
+	*eio = 0;
+	for (i = 0; i < PAGES; i++) {
+		struct ramster_oid oid = harness_oid(25, i / PER_OBJ);
+		int rc;
+
+		memset(p, 0xa5, PAGE);
+		rc = ramster_get(r, pool, &oid, i % PER_OBJ, p);
+		page_of(i, want, version);
+		if (rc == -EIO)
+			(*eio)++;
+		if (rc || memcmp(p, want, PAGE)) {
+			if (bad < 3)
+				fprintf(stderr, "  page %u: rc %d%s\n", i, rc, rc ? "" : ", bytes differ");
+			bad++;
+		}
+	}
+	return bad;
+}
+
+static void wait_remote(struct coll *t)
+{
+	assert_int_equal(coll_wait_stat(t, 0, "tier_remote_pages", PAGES / 2, UINT64_MAX,
+					10000 * SLOW), 0);
+}
+
+/* Wait until the re-executed node answers warm (the same pid: an exec keeps it). */
+static ramster *wait_back(struct harness *h)
+{
+	uint64_t end = harness_now_ms() + 20000 * SLOW;
+	ramster *r;
+
+	do {
+		r = harness_connect(h);
+		if (r) {
+			uint64_t warm = 0;
+
+			if (harness_stat(r, "restart_warm", &warm) == 0 && warm == 1)
+				return r;
+			ramster_close(r);
+		}
+		usleep(20000);
+	} while (harness_now_ms() < end);
+	return NULL;
+}
+
+static void test_ec_kill_repair_restart(void **state)
+{
+	struct coll *t = *state;
+	uint64_t frags, held = 0;
+	unsigned eio, bad;
+	ramster *r, *ops;
+	int pool, i, first = 0, second = 0;
+
+	start_all(t, 5, NULL);
+	r = harness_connect(&t->h[0]);
+	assert_non_null(r);
+	pool = ramster_pool_new(r, RAMSTER_PERSISTENT, NULL);
+	assert_true(pool >= 0);
+	put_all(r, pool, 1);
+	wait_remote(t);
+	frags = stat_of(t, 0, "remote_ec_fragments_placed");
+	for (i = 1; i < 5; i++)
+		held += stat_of(t, i, "foreign_pages");
+	fprintf(stderr, "  ec 2+1: %llu remote pages, %llu fragments placed, %llu held by 4 peers\n",
+		(unsigned long long)stat_of(t, 0, "tier_remote_pages"), (unsigned long long)frags,
+		(unsigned long long)held);
+	assert_true(frags >= 3 * stat_of(t, 0, "tier_remote_pages"));
+	assert_int_equal(stat_of(t, 0, "remote_copies_placed"), 0);
+	bad = check_all(r, pool, 1, &eio);
+	assert_int_equal(bad, 0);
+	assert_true(stat_of(t, 0, "remote_ec_gets") > 0);
+	assert_int_equal(stat_of(t, 0, "remote_ec_degraded_reads"), 0);
+
+	/* the owner restarts warm under another code (ec 3+1): the fragments' records come
+	 * back with it, each naming its own K+M */
+	snprintf(t->extra, sizeof(t->extra),
+		 "heartbeat_ms = 100\ndead_after_ms = %d\nrequest_timeout_ms = %d\n"
+		 "redundancy = ec 3+1\n",
+		 1000 * SLOW, 12000 * SLOW);
+	assert_int_equal(coll_write_conf(t, 0), 0);
+	assert_int_equal(kill(t->h[0].pid, SIGUSR2), 0);
+	ops = wait_back(&t->h[0]);
+	assert_non_null(ops);
+	ramster_close(ops);
+	bad = check_all(r, pool, 1, &eio);
+	fprintf(stderr, "  after the owner's warm restart (now ec 3+1): %u pages not identical\n",
+		bad);
+	assert_int_equal(bad, 0);
+	assert_int_equal(stat_of(t, 0, "ec_data_fragments"), 3);
+
+	/* the holder of most fragments dies */
+	for (i = 2; i < 5; i++)
+		if (stat_of(t, i, "foreign_pages") > stat_of(t, first ? first : 1, "foreign_pages"))
+			first = i;
+	if (!first)
+		first = 1;
+	harness_kill(&t->h[first], SIGKILL);
+	assert_int_equal(coll_wait_stat(t, 0, "replica_below_target", 1, UINT64_MAX, 10000 * SLOW),
+			 0);
+	bad = check_all(r, pool, 1, &eio);
+	fprintf(stderr, "  %s killed: %u pages not identical, %u -EIO, degraded reads %llu\n",
+		names[first], bad, eio,
+		(unsigned long long)stat_of(t, 0, "remote_ec_degraded_reads"));
+	assert_int_equal(bad, 0);
+	assert_true(stat_of(t, 0, "remote_ec_degraded_reads") > 0);
+
+	/* the lost fragments are made again on the peers left */
+	assert_int_equal(coll_wait_stat(t, 0, "replica_below_target", 0, 0, 60000 * SLOW), 0);
+	fprintf(stderr, "  repaired: %llu fragments made again\n",
+		(unsigned long long)stat_of(t, 0, "replica_fragments_rebuilt"));
+	assert_true(stat_of(t, 0, "replica_fragments_rebuilt") > 0);
+	assert_int_equal(stat_of(t, 0, "replica_lost"), 0);
+
+	/* so a second holder may die too */
+	second = first == 1 ? 2 : 1;
+	harness_kill(&t->h[second], SIGKILL);
+	assert_int_equal(coll_wait_stat(t, 0, "replica_below_target", 1, UINT64_MAX, 10000 * SLOW),
+			 0);
+	bad = check_all(r, pool, 1, &eio);
+	fprintf(stderr, "  %s killed too: %u pages not identical, %u -EIO\n", names[second], bad,
+		eio);
+	assert_int_equal(bad, 0);
+	assert_int_equal(eio, 0);
+	ramster_close(r);
+}
+
+static void test_ec_liar(void **state)
+{
+	struct coll *t = *state;
+	unsigned eio, bad;
+	ramster *r;
+	int pool;
+
+	start_all(t, 4, "garbage");
+	r = harness_connect(&t->h[0]);
+	assert_non_null(r);
+	pool = ramster_pool_new(r, RAMSTER_PERSISTENT, NULL);
+	assert_true(pool >= 0);
+	put_all(r, pool, 1);
+	wait_remote(t);
+	bad = check_all(r, pool, 1, &eio);
+	fprintf(stderr,
+		"  a lying holder of every page's fragment: %u pages not identical, %u -EIO, "
+		"seal failures %llu, degraded reads %llu, lies %llu\n",
+		bad, eio, (unsigned long long)stat_of(t, 0, "remote_seal_failures"),
+		(unsigned long long)stat_of(t, 0, "remote_ec_degraded_reads"),
+		(unsigned long long)stat_of(t, 1, "remote_holder_lies"));
+	assert_int_equal(bad, 0);
+	assert_true(stat_of(t, 1, "remote_holder_lies") > 0);
+	assert_true(stat_of(t, 0, "remote_seal_failures") > 0);
+	assert_true(stat_of(t, 0, "remote_ec_degraded_reads") > 0);
+	ramster_close(r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_ec_kill_repair_restart, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_ec_liar, setup, teardown),
+	};
+	const char *slow = getenv("RAMSTER_TEST_SLOW");
+
+	if (slow && atoi(slow) > 0)
+		SLOW = atoi(slow);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
