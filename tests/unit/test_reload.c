@@ -335,8 +335,8 @@ static void other_value(const struct config_key *k, char *v, size_t len)
 				break;
 		snprintf(v, len, "%s", k->choices[i].name);
 		break;
-	case CONFIG_TEXT:
-		snprintf(v, len, "x");
+	case CONFIG_TEXT: /* redundancy has a grammar (replicas 2: three nodes below) */
+		snprintf(v, len, "%s", !strcmp(k->name, "redundancy") ? "replicas 2" : "x");
 		break;
 	case CONFIG_PATH: /* secret_file: the same key by another name */
 		snprintf(v, len, "%s", !strcmp(k->name, "secret_file") ? "/tmp/../tmp/" : "/x");
