@@ -165,6 +165,12 @@ const struct config_key config_keys[] = {
 	     "of which give it back: M holders may die, at (K+M)/K the memory "
 	     "(docs/erasure.md). Needs K+M+1 nodes.",
      .reload = CONFIG_RELOAD_RESTART},
+    {.name = "ec_read_extra", CLUSTER(ec_read_extra), .type = CONFIG_U32, .min = 0, .max = 6,
+     .def = "0",
+     .help = "With `redundancy = ec K+M`: fragments asked beyond K on a read, the first K to "
+	     "answer used (a slow holder does not set the latency; costs the extra requests). "
+	     "At most M is useful.",
+     .reload = CONFIG_RELOAD_APPLY},
     {.name = "link_security", CLUSTER(link_integrity_only), .type = CONFIG_ENUM,
      .choices = link_security_choices, .def = "secure",
      .help = "`secure`: peer links and pages encrypted and authenticated; `integrity`: "

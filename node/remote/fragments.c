@@ -16,6 +16,16 @@
  * until one opens (at most C(8,4) = 70 sets): M lying or lost holders cost a
  * slower read, never a wrong page.
  *
+ * Where a holder named an RDMA key for its fragment on the current link, the
+ * fragment is read one-sided; a read that fails is asked by message, and a
+ * set that does not open asks the fragments read one-sided again by message
+ * (the holder may have reused the block since it named it).
+ *
+ * ec_read_extra = E asks K+E holders at once and decodes from the first K
+ * to answer (EC-Cache's late binding: the slowest holders do not set the
+ * latency); the fetch then lives on until the late answers are in, and
+ * drops them.
+ *
  * Loop only. One fetch serves a repatriate (repatriate.c: the page) and a
  * repair (repair.c: the blob, to make a lost fragment again).
  */
@@ -41,6 +51,7 @@ struct ffetch {
 	bool pers;
 	struct replica_set set;
 	unsigned attempt_ms;
+	unsigned extra;               /* holders asked beyond K (ec_read_extra) */
 	frag_fetch_fn cb;
 	void *arg;
 	size_t blen, flen;            /* the sealed page's bytes; a fragment's */
@@ -49,8 +60,10 @@ struct ffetch {
 	struct fask ask[REPLICA_MAX];
 	unsigned outstanding;
 	uint32_t have;                /* slots whose fragment is had */
-	uint32_t tried_sets;          /* a seal failed: the sets tried (by the lowest slot) */
+	uint32_t one_sided;           /* of those, read one-sided (maybe from a reused block) */
+	uint32_t by_message;          /* slots to ask by message only */
 	bool asking;                  /* in fetch_ask: answers are counted, not acted on */
+	bool done;                    /* cb called: late answers are dropped */
 	bool bad_seal;                /* a set of K did not open */
 	bool transient;               /* a holder failed in a way that passes */
 	int failed;                   /* why a holder was passed over */
@@ -78,13 +91,16 @@ static bool fetch_transient(int err)
 	return err == -ETIMEDOUT || err == -EAGAIN || err == -ENOMEM || err == -ENOBUFS;
 }
 
+/* The answer, once; the fetch is freed when no request of it is left in flight. */
 static void fetch_end(struct ffetch *f, int result)
 {
+	f->done = true;
 	if (result)
 		f->cb(f->arg, result, f->transient, NULL, 0, NULL, 0);
 	else
 		f->cb(f->arg, 0, false, f->blob, f->blen, f->plain, f->set.len);
-	free(f);
+	if (!f->outstanding)
+		free(f);
 }
 
 /*
@@ -95,10 +111,11 @@ static void fetch_end(struct ffetch *f, int result)
 static int fetch_decode(struct ffetch *f)
 {
 	struct remote *r = f->r;
+	struct erasure *e = frag_codec(r, &f->set);
 	unsigned k = f->set.ec_k, n = f->set.n;
 	uint32_t mask;
 
-	for (mask = 0; mask < (1u << n); mask++) {
+	for (mask = 0; e && mask < (1u << n); mask++) {
 		uint8_t idx[REPLICA_MAX];
 		const uint8_t *src[REPLICA_MAX];
 		unsigned i, c = 0;
@@ -110,7 +127,7 @@ static int fetch_decode(struct ffetch *f)
 				idx[c] = (uint8_t)i;
 				src[c++] = f->frag[i];
 			}
-		if (erasure_decode(frag_codec(r, &f->set), idx, src, f->blen, f->blob))
+		if (erasure_decode(e, idx, src, f->blen, f->blob))
 			continue;
 		if (seal_open(r->seal, &f->h, f->set.checksum, f->set.len, f->blob, f->blen,
 			      f->plain) == 0) {
@@ -127,12 +144,15 @@ static int fetch_decode(struct ffetch *f)
 
 static void fetch_ask(struct ffetch *f, unsigned want);
 
-/* Every answer is in: decode, ask more, or give up. */
+/* An answer came (or a request could not go): decode, ask more, or give up. */
 static void fetch_settle(struct ffetch *f)
 {
 	unsigned k = f->set.ec_k, had = (unsigned)__builtin_popcount(f->have);
 
-	if (f->outstanding || f->asking)
+	if (f->asking)
+		return;
+	/* every answer is in; or, with extra holders asked, the first K are */
+	if (f->outstanding && !(f->extra && had >= k))
 		return;
 	if (had >= k) {
 		if (fetch_decode(f) == 0) {
@@ -140,8 +160,24 @@ static void fetch_settle(struct ffetch *f)
 			fetch_end(f, 0);
 			return;
 		}
+		if (f->outstanding)
+			return; /* a late answer may make a set that opens */
 		/* a fragment was wrong: have every other one too, and try again */
 		if (f->next < f->n_order) {
+			fetch_ask(f, f->n_order - f->next);
+			return;
+		}
+		/* fragments read one-sided may be of a reused block: ask those by message */
+		if (f->one_sided) {
+			unsigned i;
+
+			for (i = 0; i < f->set.n; i++)
+				if (f->one_sided & (1u << i)) {
+					f->have &= ~(1u << i);
+					f->by_message |= 1u << i;
+					f->order[--f->next] = (uint8_t)i;
+				}
+			f->one_sided = 0;
 			fetch_ask(f, f->n_order - f->next);
 			return;
 		}
@@ -149,6 +185,8 @@ static void fetch_settle(struct ffetch *f)
 		fetch_end(f, -EILSEQ);
 		return;
 	}
+	if (f->outstanding)
+		return;
 	if (f->next < f->n_order) {
 		fetch_ask(f, k - had);
 		return;
@@ -156,18 +194,24 @@ static void fetch_settle(struct ffetch *f)
 	fetch_end(f, f->failed ? f->failed : -EHOSTDOWN);
 }
 
-static void fetch_got(void *arg, int result, const Ramster__Peer__Msg *reply,
-		      const uint8_t *payload, size_t plen)
+/* A fragment (or a failure) for slot; false: the fetch was freed (it had answered). */
+static bool fetch_answer(struct ffetch *f, unsigned slot, int result, const uint8_t *data,
+			 size_t len, bool one_sided)
 {
-	struct fask *a = arg;
-	struct ffetch *f = a->f;
-
 	f->outstanding--;
-	if (result == 0 && plen != f->flen)
+	if (f->done) {
+		f->r->ec_fragments_late++;
+		if (!f->outstanding)
+			free(f);
+		return false;
+	}
+	if (result == 0 && len != f->flen)
 		result = -EILSEQ; /* not a fragment of this page's length */
 	if (result == 0) {
-		memcpy(f->frag[a->slot], payload, plen);
-		f->have |= 1u << a->slot;
+		memcpy(f->frag[slot], data, len);
+		f->have |= 1u << slot;
+		if (one_sided)
+			f->one_sided |= 1u << slot;
 		f->r->ec_fragments_got++;
 	} else {
 		if (fetch_transient(result))
@@ -177,30 +221,82 @@ static void fetch_got(void *arg, int result, const Ramster__Peer__Msg *reply,
 		if (result == -ECANCELED)
 			f->next = f->n_order; /* the node stops: ask nobody else */
 	}
-	fetch_settle(f);
+	return true;
+}
+
+static void fetch_got(void *arg, int result, const Ramster__Peer__Msg *reply,
+		      const uint8_t *payload, size_t plen)
+{
+	struct fask *a = arg;
+	struct ffetch *f = a->f;
+
+	if (fetch_answer(f, a->slot, result, payload, plen, false))
+		fetch_settle(f);
+}
+
+static int fetch_send(struct ffetch *f, unsigned slot);
+
+/* A one-sided read of a fragment: done, or ask the same holder by message. */
+static void fetch_read_got(void *arg, int err, const void *data, size_t len)
+{
+	struct fask *a = arg;
+	struct ffetch *f = a->f;
+	struct remote *r = f->r;
+
+	if (!err && len == f->flen) {
+		r->rdma_reads++;
+		if (fetch_answer(f, a->slot, 0, data, len, true))
+			fetch_settle(f);
+		return;
+	}
+	r->rdma_read_fallbacks++;
+	if (!f->done && !r->closing) {
+		f->by_message |= 1u << a->slot;
+		f->outstanding--;
+		f->asking = true;
+		if (fetch_send(f, a->slot) == 0) {
+			f->asking = false;
+			return;
+		}
+		f->asking = false;
+		f->outstanding++;
+	}
+	if (fetch_answer(f, a->slot, err ? err : -EILSEQ, NULL, 0, false))
+		fetch_settle(f);
+}
+
+/* Ask slot's holder: one-sided where it named a key on this link, else P_GET. @return 0, -errno. */
+static int fetch_send(struct ffetch *f, unsigned slot)
+{
+	struct remote *r = f->r;
+	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
+	Ramster__Peer__Page pg;
+	uint32_t node = f->set.node[slot];
+	int rc;
+
+	f->ask[slot] = (struct fask){ f, slot };
+	f->outstanding++;
+	if (r->rdma_read && f->set.raddr[slot] && !(f->by_message & (1u << slot)) &&
+	    cluster_read(r->cl, node, f->set.lgen[slot], f->set.raddr[slot], f->set.rkey[slot],
+			 f->flen, fetch_read_got, &f->ask[slot]) == 0)
+		return 0;
+	remote_page_init(&pg, &f->h, f->pers ? PAGE_PERSISTENT : 0, 0);
+	m.op = RAMSTER__PEER__OP__P_GET;
+	m.page = &pg;
+	rc = cluster_request(r->cl, node, &m, NULL, 0, f->attempt_ms, fetch_got, &f->ask[slot]);
+	if (rc)
+		f->outstanding--;
+	return rc;
 }
 
 /* Ask up to want more holders, in order. */
 static void fetch_ask(struct ffetch *f, unsigned want)
 {
-	struct remote *r = f->r;
-
 	f->asking = true;
 	while (want && f->next < f->n_order) {
-		unsigned slot = f->order[f->next++];
-		Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
-		Ramster__Peer__Page pg;
-		int rc;
+		int rc = fetch_send(f, f->order[f->next++]);
 
-		remote_page_init(&pg, &f->h, f->pers ? PAGE_PERSISTENT : 0, 0);
-		m.op = RAMSTER__PEER__OP__P_GET;
-		m.page = &pg;
-		f->ask[slot] = (struct fask){ f, slot };
-		f->outstanding++;
-		rc = cluster_request(r->cl, f->set.node[slot], &m, NULL, 0, f->attempt_ms,
-				     fetch_got, &f->ask[slot]);
 		if (rc) {
-			f->outstanding--;
 			if (fetch_transient(rc))
 				f->transient = true;
 			f->failed = rc;
@@ -229,7 +325,7 @@ void frag_fetch(struct remote *r, const struct tmem_handle *h, bool pers,
 		return;
 	}
 	*f = (struct ffetch){ .r = r, .h = *h, .pers = pers, .set = *s, .attempt_ms = attempt_ms,
-			      .cb = cb, .arg = arg };
+			      .extra = r->ec_read_extra, .cb = cb, .arg = arg };
 	f->blen = s->len + SEAL_OVERHEAD;
 	f->flen = erasure_frag_len(s->ec_k, f->blen);
 	/* the live holders: reachable before unreachable, data before parity, then nearest */
@@ -254,5 +350,5 @@ void frag_fetch(struct remote *r, const struct tmem_handle *h, bool pers,
 		fetch_end(f, -EIO);
 		return;
 	}
-	fetch_ask(f, s->ec_k);
+	fetch_ask(f, s->ec_k + f->extra);
 }

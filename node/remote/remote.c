@@ -462,6 +462,7 @@ struct remote *remote_create(struct ev_loop *loop, struct zcache *z, const struc
 	r->rem_eph = cfg->remotify_ephemeral;
 	r->rem_pers = cfg->remotify_persistent;
 	r->replicas = cfg->replicas ? cfg->replicas : 1;
+	r->ec_read_extra = cfg->ec_read_extra;
 	r->rdma_read = cfg->env.rdma_read;
 	r->holder_lie = cfg->env.holder_lie;
 	if (r->holder_lie && (!holder_lie_get || !holder_lie_put || !holder_lie_free)) {
@@ -572,6 +573,7 @@ void remote_set_tunables(struct remote *r, const struct config *cfg,
 	pthread_cond_signal(&r->th.cond);
 	pthread_mutex_unlock(&r->th.lock);
 	r->replicas = cfg->replicas ? cfg->replicas : 1;
+	r->ec_read_extra = cfg->ec_read_extra;
 	r->repair.rate = cfg->rereplicate_rate ? cfg->rereplicate_rate : 2000;
 	r->timeout_ms = cfg->request_timeout_ms ? cfg->request_timeout_ms : cfg->dead_after_ms;
 	zcache_get_stats(r->z, &zs);
@@ -668,6 +670,7 @@ void remote_foreach_stat(struct remote *r,
 	R(ec_gets, "erasure-coded pages read back whole from K fragments");
 	R(ec_degraded_reads, "erasure-coded reads that used parity (a data fragment was missing or bad)");
 	R(ec_fragments_got, "fragments holders answered with");
+	R(ec_fragments_late, "fragments answered after their page was read (ec_read_extra): dropped");
 	R(ec_fallback_copies, "persistent pages placed as M+1 whole copies: fewer than K+M peers were live");
 	if (r->holder_lie)
 		R(holder_lies, "test only (RAMSTER_TEST_HOLDER_LIE): answers made up as a holder");

@@ -224,6 +224,7 @@ struct remote {
 	struct erasure *ec;         /* redundancy = ec K+M: persistent pages as fragments; else NULL */
 	/* codecs of pages placed under another K+M (a warm restart across a change), loop only */
 	struct erasure *codecs[REPLICA_MAX][REPLICA_MAX];
+	unsigned ec_read_extra;     /* holders asked beyond K, the first K to answer used (loop only) */
 	bool donate_auto;           /* donate_mb = auto: the elastic controller sets the budget */
 	bool rdma_read;             /* use the read keys holders name (RAMSTER_RDMA_READ=0: no) */
 	struct seal *seal;          /* our pages' key, this incarnation's (seal.h) */
@@ -258,6 +259,7 @@ struct remote {
 	uint64_t seal_failures;      /* copies whose seal did not open (another page, version, bytes) */
 	uint64_t holder_lies;        /* test only: answers serve.c made up */
 	uint64_t ec_gets, ec_degraded_reads, ec_fragments_got, ec_fragments_placed;
+	uint64_t ec_fragments_late;  /* answers (or failures) after the page was read: dropped */
 	uint64_t ec_fallback_copies; /* pages placed as M+1 copies: fewer than K+M peers live */
 
 	struct remote_repair repair; /* loop only */
