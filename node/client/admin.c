@@ -120,13 +120,13 @@ int admin_peers(struct client *c, Ramster__Response *rsp)
 	return client_reply(c, rsp, NULL, 0);
 }
 
-#define CLIENT_STATUS_KEYS 9
+#define CLIENT_STATUS_KEYS 11
 
 int admin_status(struct client *c, Ramster__Response *rsp)
 {
 	const struct client_env *env = c->l->env;
 	Ramster__KeyValue kv[CLIENT_STATUS_KEYS], *ptrs[CLIENT_STATUS_KEYS];
-	char pid[24], uptime[24], local_mb[24], clients[24];
+	char pid[24], uptime[24], local_mb[24], clients[24], redundancy[24] = "-", lending[96] = "-";
 	const char *config = env->config_path[0] ? env->config_path : "(none)";
 	const char *rows[CLIENT_STATUS_KEYS][2] = {
 	    {"node", env->node_name},
@@ -138,6 +138,8 @@ int admin_status(struct client *c, Ramster__Response *rsp)
 	    {"config", config},
 	    {"log_level", log_level_name(log_get_level())},
 	    {"clients", clients},
+	    {"redundancy", redundancy},
+	    {"lending", lending},
 	};
 	int i;
 
@@ -145,6 +147,8 @@ int admin_status(struct client *c, Ramster__Response *rsp)
 	snprintf(uptime, sizeof(uptime), "%llu", (unsigned long long)stats_uptime_s(env->stats));
 	snprintf(local_mb, sizeof(local_mb), "%llu", (unsigned long long)env->local_mb);
 	snprintf(clients, sizeof(clients), "%llu", (unsigned long long)env->stats->clients);
+	if (env->remote) /* a node in a collective */
+		remote_status(env->remote, redundancy, sizeof(redundancy), lending, sizeof(lending));
 	for (i = 0; i < CLIENT_STATUS_KEYS; i++) {
 		ramster__key_value__init(&kv[i]);
 		kv[i].key = (char *)rows[i][0];

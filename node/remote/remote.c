@@ -604,6 +604,20 @@ uint64_t remote_donate_used(struct remote *r)
 	return fs.used;
 }
 
+void remote_status(struct remote *r, char *redundancy, size_t rlen, char *lending, size_t llen)
+{
+	struct foreign_stats fs;
+
+	if (r->ec)
+		snprintf(redundancy, rlen, "ec %u+%u", erasure_k(r->ec), erasure_m(r->ec));
+	else
+		snprintf(redundancy, rlen, "replicas %u", r->replicas);
+	foreign_get_stats(r->fs, &fs);
+	snprintf(lending, llen, "%llu MiB held of %llu MiB, %s",
+		 (unsigned long long)(fs.used >> 20), (unsigned long long)(fs.budget >> 20),
+		 r->donate_auto ? "auto (the elastic controller moves it)" : "fixed (donate_mb)");
+}
+
 uint64_t remote_pages_held_for(struct remote *r, uint32_t node)
 {
 	return foreign_owner_pages(r->fs, node);

@@ -163,6 +163,13 @@ struct cluster *remote_cluster(struct remote *r);
 /* Pages this node holds for node (in its foreign store). */
 uint64_t remote_pages_held_for(struct remote *r, uint32_t node);
 
+/*
+ * For `ramsterctl status`: how a persistent page survives its holders
+ * ("replicas 2", "ec 4+2"), and what this node lends ("128 MiB of 256,
+ * auto" or "... fixed"). Loop only.
+ */
+void remote_status(struct remote *r, char *redundancy, size_t rlen, char *lending, size_t llen);
+
 /* Counters of the remote side, the foreign store and the cluster. */
 void remote_foreach_stat(struct remote *r,
 			 void (*fn)(void *arg, const char *name, uint64_t value, const char *help),

@@ -15,6 +15,7 @@
  *     are asked and every page reads back right, none -EIO.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -260,6 +261,21 @@ static void test_ec_liar(void **state)
 	start_all(t, 4, "garbage");
 	r = harness_connect(&t->h[0]);
 	assert_non_null(r);
+	{
+		/* `ramsterctl status` names the code */
+		struct ramster_kv *kv = NULL;
+		size_t n = 0, i;
+		bool seen = false;
+
+		assert_int_equal(ramster_status(r, &kv, &n), 0);
+		for (i = 0; i < n; i++)
+			if (!strcmp(kv[i].key, "redundancy")) {
+				assert_string_equal(kv[i].value, "ec 2+1");
+				seen = true;
+			}
+		ramster_kv_free(kv, n);
+		assert_true(seen);
+	}
 	pool = ramster_pool_new(r, RAMSTER_PERSISTENT, NULL);
 	assert_true(pool >= 0);
 	put_all(r, pool, 1);
