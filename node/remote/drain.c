@@ -449,8 +449,8 @@ static void return_home(struct rreturn *q)
 
 static void return_put(struct rreturn *q)
 {
-	if (remote_copy_send(q->r, &q->h, q->pers, q->data, q->len, &q->exclude, &q->tries,
-			     REMOTIFY_TRIES, &q->to, return_put_cb, q))
+	if (remote_copy_send(q->r, &q->h, q->pers, q->checksum, q->data, q->len, &q->exclude,
+			     &q->tries, REMOTIFY_TRIES, &q->to, return_put_cb, q))
 		return_home(q);
 }
 

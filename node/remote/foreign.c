@@ -531,17 +531,26 @@ int foreign_flush(struct foreign *f, const struct foreign_key *k)
 	return foreign_flush_upto(f, k, 0);
 }
 
-/* The seal version a stored copy starts with (0 for one too short to be sealed). */
-static uint64_t page_version(const struct foreign_page *p)
+/*
+ * Was the stored copy put after a flush issued at horizon (the owner's last
+ * seal version then)? The owner says the copy's version in the put's checksum
+ * field (its low 32 bits, never 0: seal.c), compared as serial numbers (the
+ * two are far less than 2^31 seals apart); an owner that did not say (0)
+ * sent a whole sealed copy, which starts with its version. A fragment of an
+ * erasure-coded page does not, which is why the owner says it.
+ */
+static bool page_newer(const struct foreign_page *p, uint64_t horizon)
 {
 	uint64_t v = 0;
 	unsigned i;
 
+	if (p->checksum)
+		return (int32_t)(p->checksum - (uint32_t)horizon) > 0;
 	if (p->len < 8)
-		return 0;
+		return false; /* too short to be sealed */
 	for (i = 0; i < 8; i++)
 		v |= (uint64_t)p->data[i] << (8 * i);
-	return v;
+	return v > horizon;
 }
 
 int foreign_flush_upto(struct foreign *f, const struct foreign_key *k, uint64_t horizon)
@@ -553,7 +562,7 @@ int foreign_flush_upto(struct foreign *f, const struct foreign_key *k, uint64_t 
 	p = page_find(f, k, hash_page(hash_obj(k), k->index));
 	if (!p)
 		return -ENOENT;
-	if (horizon && page_version(p) > horizon) {
+	if (horizon && page_newer(p, horizon)) {
 		f->flushes_newer++;
 		return -ESTALE;
 	}

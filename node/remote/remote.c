@@ -291,9 +291,9 @@ static const struct zcache_remote_ops remote_zops = {
  * (set before the request goes); cb(arg, ...) follows a request that went.
  * @return 0, or -ENOSPC (no peer could be asked: no cb).
  */
-int remote_copy_send(struct remote *r, const struct tmem_handle *h, bool pers, const void *data,
-		     size_t len, uint64_t *exclude, unsigned *tries, unsigned max, uint32_t *to,
-		     cluster_reply_fn cb, void *arg)
+int remote_copy_send(struct remote *r, const struct tmem_handle *h, bool pers, uint32_t version,
+		     const void *data, size_t len, uint64_t *exclude, unsigned *tries, unsigned max,
+		     uint32_t *to, cluster_reply_fn cb, void *arg)
 {
 	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
 	Ramster__Peer__Page pg;
@@ -305,8 +305,11 @@ int remote_copy_send(struct remote *r, const struct tmem_handle *h, bool pers, c
 			break;
 		(*tries)++;
 		*to = (uint32_t)node;
-		/* checksum 0: the link's tag covers the bytes in transit, our seal end to end */
-		remote_page_init(&pg, h, pers ? PAGE_PERSISTENT : 0, 0);
+		/* the link's tag covers the bytes in transit, our seal end to end; the
+		 * checksum field carries the seal's version (its low 32 bits), so that the
+		 * holder can tell a flush issued before this put (foreign_flush_upto) even
+		 * for a fragment, whose bytes do not start with the version */
+		remote_page_init(&pg, h, pers ? PAGE_PERSISTENT : 0, version);
 		m.op = RAMSTER__PEER__OP__P_PUT;
 		m.page = &pg;
 		if (cluster_request(r->cl, (uint32_t)node, &m, data, len, r->timeout_ms, cb, arg) ==

@@ -283,14 +283,15 @@ size_t remote_pending_others(struct remote *r);
 /* Send (or log, the holder being unreachable) a flush now: loop only. */
 void remote_flush_now(struct remote *r, uint32_t node, int op, const struct tmem_handle *h);
 /*
- * Send h's sealed page (blob, len bytes: seal.h) to a peer not in *exclude (cluster_pick); a peer
+ * Send h's sealed page (blob, len bytes: seal.h; or a fragment of it) sealed as version
+ * (its low 32 bits) to a peer not in *exclude (cluster_pick); a peer
  * that cannot be asked joins *exclude and the next is tried while *tries <
  * max. *to is the peer asked; cb(arg, ...) follows a request that went.
  * @return 0 sent, or -ENOSPC (no peer; counted as no_target).
  */
-int remote_copy_send(struct remote *r, const struct tmem_handle *h, bool pers, const void *data,
-		     size_t len, uint64_t *exclude, unsigned *tries, unsigned max, uint32_t *to,
-		     cluster_reply_fn cb, void *arg);
+int remote_copy_send(struct remote *r, const struct tmem_handle *h, bool pers, uint32_t version,
+		     const void *data, size_t len, uint64_t *exclude, unsigned *tries, unsigned max,
+		     uint32_t *to, cluster_reply_fn cb, void *arg);
 
 /* remotify.c */
 void remotify_init(struct remote *r);  /* th's lock and cond, r->jobs (first thing made) */

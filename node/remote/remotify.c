@@ -265,7 +265,7 @@ static void page_send(struct rpage *p)
 		len = p->job->flen[p->i];
 		data = p->job->frags[p->i] + p->set.n * len;
 	}
-	rc = remote_copy_send(p->job->r, &op->h, op->pers, data, len,
+	rc = remote_copy_send(p->job->r, &op->h, op->pers, p->job->version[p->i], data, len,
 			      &exclude, &p->tries, REMOTIFY_TRIES + p->want - 1, &p->node, put_cb, p);
 	p->tried = exclude & ~held;
 	if (rc)

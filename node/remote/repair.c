@@ -138,8 +138,8 @@ static void repair_put(struct rrepair *p)
 	for (k = 0; k < p->set.n; k++)
 		if (cluster_alive(r->cl, p->set.node[k], p->set.epoch[k]))
 			exclude |= 1ull << (p->set.node[k] - 1);
-	if (remote_copy_send(r, &p->h, p->pers, p->data, p->len, &exclude, &p->tries,
-			     REMOTIFY_TRIES, &p->to, repair_put_cb, p))
+	if (remote_copy_send(r, &p->h, p->pers, p->set.checksum, p->data, p->len, &exclude,
+			     &p->tries, REMOTIFY_TRIES, &p->to, repair_put_cb, p))
 		repair_end(p, false);
 }
 

@@ -125,6 +125,11 @@ size_t seal_page(struct seal *s, const struct tmem_handle *h, const void *data, 
 		 uint8_t *out, uint32_t *version)
 {
 	uint64_t v = atomic_fetch_add(&s->version, 1) + 1;
+
+	/* no version's low 32 bits are 0: a put carries them to the holder, where 0
+	 * means "not said" (foreign_flush_upto) */
+	if ((uint32_t)v == 0)
+		v = atomic_fetch_add(&s->version, 1) + 1;
 	uint8_t ad[SEAL_AD_LEN + SEAL_PAGE_MAX], nonce[SEAL_NONCE_MAX] = {0};
 	uint8_t *body = out + 8, *tag = out + 8 + len;
 	size_t adlen = SEAL_AD_LEN;

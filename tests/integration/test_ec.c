@@ -10,6 +10,7 @@
  *     and still nothing is lost;
  *   - the owner restarts warm (SIGUSR2) under another code: its fragments'
  *     records survive, each read and mended under its own K+M;
+ *   - pages flushed one by one leave no fragment on a holder;
  *   - a lying holder (one bit flipped in every fragment it answers): the
  *     seal of the whole page refuses the set with its fragment, the others
  *     are asked and every page reads back right, none -EIO.
@@ -336,6 +337,24 @@ static void test_ec_read_extra(void **state)
 		(unsigned long long)(harness_now_ms() - t0), 12000 * SLOW, bad, eio);
 	assert_int_equal(kill(t->h[1].pid, SIGCONT), 0);
 	assert_int_equal(bad, 0);
+
+	/* every page flushed one by one: no fragment stays on a holder (a holder
+	 * told a fragment's version by the put, not by its bytes) */
+	for (unsigned i = 0; i < PAGES; i++) {
+		struct ramster_oid oid = harness_oid(25, i / PER_OBJ);
+
+		assert_int_equal(ramster_flush(r, pool, &oid, i % PER_OBJ), 0);
+	}
+	for (int i = 1; i < 4; i++) {
+		uint64_t left = 0;
+
+		(void)coll_wait_stat(t, i, "foreign_pages", 0, 0, 10000 * SLOW);
+		assert_int_equal(coll_stat(t, i, "foreign_pages", &left), 0);
+		fprintf(stderr, "  %s holds %llu fragments after the flushes (refused as newer: %llu)\n",
+			names[i], (unsigned long long)left,
+			(unsigned long long)stat_of(t, i, "foreign_flushes_newer"));
+		assert_int_equal(left, 0);
+	}
 	ramster_close(r);
 }
 

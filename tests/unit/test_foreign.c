@@ -175,6 +175,23 @@ static void test_flush_horizon(void **state)
 	/* a page too short to carry a version is removed by any flush */
 	assert_int_equal(foreign_put(f, &k, false, "abc", 3, 0), 0);
 	assert_int_equal(foreign_flush_upto(f, &k, 1), 0);
+	/* a fragment: its version comes in the put's checksum field (low 32 bits),
+	 * its bytes say nothing (here they would read as a huge version) */
+	{
+		unsigned char frag[64];
+
+		memset(frag, 0xff, sizeof(frag));
+		assert_int_equal(foreign_put(f, &k, true, frag, sizeof(frag), 200), 0);
+		assert_int_equal(foreign_flush_upto(f, &k, 200), 0);
+		expect_none(f, &k);
+		assert_int_equal(foreign_put(f, &k, true, frag, sizeof(frag), 201), 0);
+		assert_int_equal(foreign_flush_upto(f, &k, 200), -ESTALE);
+		/* serial numbers: past a wrap of the low 32 bits */
+		assert_int_equal(foreign_put(f, &k, true, frag, sizeof(frag), 5), 0);
+		assert_int_equal(foreign_flush_upto(f, &k, (1ull << 32) + 4), -ESTALE);
+		assert_int_equal(foreign_flush_upto(f, &k, (1ull << 32) + 5), 0);
+		expect_none(f, &k);
+	}
 	foreign_destroy(f);
 }
 
