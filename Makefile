@@ -352,4 +352,8 @@ check-vm: all
 $(BUILD)/tests/vm/memhog: tests/vm/memhog.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -Wall -Wextra -o $@ $<
-check-vm: $(BUILD)/tests/vm/memhog $(INTEG_BIN) $(UNIT_BIN)
+# the erasure-coding test's client (test-ec-rdma.sh): one pool, commands on stdin
+$(BUILD)/tests/vm/ec-pages: $(call obj,tests/vm/ec-pages.c) $(PAGEGEN_OBJ) $(BUILD)/lib/libramster.a
+	@mkdir -p $(dir $@)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(LIBRAMSTER_LIBS)
+check-vm: $(BUILD)/tests/vm/memhog $(BUILD)/tests/vm/ec-pages $(INTEG_BIN) $(UNIT_BIN)
