@@ -5,9 +5,11 @@
 # pages (bare LZO baseline, in-process tier, daemon single calls, daemon
 # batches of 64), then a 1,000,000-page in-process run for metadata, and
 # prints a summary against the floors; then the collective's figures
-# (tools/bench-collective.sh: a 3-node collective on 127.0.0.1..3). A report,
+# (tools/bench-collective.sh: a 3-node collective on 127.0.0.1..3) and what
+# redundancy costs (tools/bench-ec.sh: replicas 1, 2, 3 and ec 4+2 on 7 nodes,
+# RAMSTER_BENCH_EC=0 skips it). A report,
 # not a test: it exits 0 unless something crashed or read back wrong data.
-# Environment (see also bench-collective.sh's):
+# Environment (see also bench-collective.sh's and bench-ec.sh's):
 #   RAMSTER_BENCH_PAGES  pages a run (default 50000)
 #   RAMSTER_BENCH_REPS   repetitions, medians reported (default 5)
 #   RAMSTER_BENCH_BIG    pages of the metadata run (default 1000000)
@@ -159,6 +161,9 @@ echo
 # ---- the collective: repatriate, remotify, memcached (tools/bench-collective.sh) ----
 echo
 "$(dirname "$0")/bench-collective.sh" "$bin" || exit 1
+echo
+# ---- redundancy: replicas 1/2/3 against ec 4+2 on 7 nodes (tools/bench-ec.sh) ----
+"$(dirname "$0")/bench-ec.sh" "$bin" || exit 1
 echo
 # the cost of sealed pages and AEAD links: secure vs integrity (vs a previous build)
 "$(dirname "$0")/bench-security.sh" "$bin" || exit 1

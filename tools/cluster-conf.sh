@@ -7,10 +7,20 @@
 # 64 MiB, beta and gamma 64 MiB of tier and lend 256 MiB each. Each extra
 # argument is one more line of [cluster] (e.g. "dead_after_ms = 5000"), which
 # replaces the default of that key (heartbeat_ms 100, dead_after_ms 1000).
+# Environment: NODES=N (2..12, default 3) makes an N-node collective instead,
+# alpha and N-1 peers named after the next Greek letters (delta, epsilon,
+# zeta, eta, ...) on 127.0.0.1..N, ports BASE_PORT..+N-1, each peer as beta
+# (tools/bench-ec.sh: NODES=7); the default output is unchanged.
 set -euo pipefail
 [ $# -ge 4 ] || { echo "usage: $0 DIR NAME BASE_PORT ALPHA_LOCAL_MB [KEY = VALUE]..." >&2; exit 2; }
 dir=$1 name=$2 base=$3 alpha_mb=$4
 shift 4
+greek=(alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu)
+nodes=${NODES:-3}
+if ! [[ $nodes =~ ^[0-9]+$ ]] || [ "$nodes" -lt 2 ] || [ "$nodes" -gt ${#greek[@]} ]; then
+	echo "$0: NODES=$nodes: 2..${#greek[@]}" >&2
+	exit 2
+fi
 declare -A set=([heartbeat_ms]=100 [dead_after_ms]=1000)
 order=(heartbeat_ms dead_after_ms)
 for kv in "$@"; do
@@ -25,7 +35,7 @@ echo "name = $name"
 echo "secret_file = $dir/cluster.key"
 for k in "${order[@]}"; do echo "$k = ${set[$k]}"; done
 i=0
-for n in alpha beta gamma; do
+for n in "${greek[@]:0:nodes}"; do
 	if [ $n = alpha ]; then mb=$alpha_mb donate=64; else mb=64 donate=256; fi
 	cat <<NODE
 

@@ -76,7 +76,8 @@ t_netbench() {
 	one_doc "$T/net.json" || return 1
 	jq -e '.pages == 6000 and .errors == 0 and (.repat_p50_us > 0) and
 		(.baseline_p50_us > 0) and (.ratio_repat_baseline | type == "number") and
-		(.peer1_foreign_pages | type == "number")' "$T/net.json" || return 1
+		(.peer1_foreign_pages | type == "number") and (.peer1_foreign_used | type == "number") and
+		(.replica_bytes | type == "number")' "$T/net.json" || return 1
 	# the sum tools/bench-collective.sh prints
 	jq -e '[to_entries[] | select(.key | test("^peer[0-9]+_left_after_destroy[0-9]+$"))
 		| .value] | (add // 0) | type == "number"' "$T/net.json"

@@ -30,7 +30,10 @@ static const char *const stat_names[ST_N] = {
 	[ST_FOREIGN] = "foreign_pages",
 	[ST_FOREIGN_BYTES] = "foreign_bytes",
 	[ST_FOREIGN_RAM] = "foreign_ram",
+	[ST_FOREIGN_USED] = "foreign_used",
 	[ST_FLUSH_DROPPED] = "remote_flushes_dropped",
+	[ST_REPLICA_RECORDS] = "tier_replica_records",
+	[ST_REPLICA_BYTES] = "tier_replica_bytes",
 };
 
 /* Read the counters named in stat_names (absent ones read 0). @return 0 or -errno. */
@@ -77,8 +80,8 @@ void peers_foreign(uint64_t *out)
 	}
 }
 
-/* foreign_bytes and foreign_ram of each peer (0 if unreachable): RAM a held page costs. */
-void peers_holding(uint64_t *bytes, uint64_t *ram)
+/* foreign_bytes, foreign_ram and foreign_used of each peer (0 if unreachable). */
+void peers_holding(uint64_t *bytes, uint64_t *ram, uint64_t *used)
 {
 	unsigned k;
 
@@ -86,10 +89,11 @@ void peers_holding(uint64_t *bytes, uint64_t *ram)
 		ramster *p = ramster_open(o.peer_socket[k]);
 		struct snap sn;
 
-		bytes[k] = ram[k] = 0;
+		bytes[k] = ram[k] = used[k] = 0;
 		if (p && !snap_read(p, &sn)) {
 			bytes[k] = sn.v[ST_FOREIGN_BYTES];
 			ram[k] = sn.v[ST_FOREIGN_RAM];
+			used[k] = sn.v[ST_FOREIGN_USED];
 		}
 		ramster_close(p);
 	}

@@ -311,7 +311,7 @@ static int run(const char *dir, struct report *rp)
 	}
 	rc = snap_read(r, &rp->final);
 	peers_foreign(rp->peer_foreign);
-	peers_holding(rp->peer_bytes, rp->peer_ram);
+	peers_holding(rp->peer_bytes, rp->peer_ram, rp->peer_used);
 out:
 	mc_stop(&m);
 	for (e = 0; e < P_REPAT; e++)

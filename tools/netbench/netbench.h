@@ -74,7 +74,7 @@ enum stat_id {
 	ST_FRAMES, ST_BUDGET, ST_ZOMBIES, ST_STORED, ST_CBYTES, ST_REMOTE_PAGES, ST_REMOTIFIED,
 	ST_REPATRIATED, ST_BROUGHT_HOME, ST_REMOTE_GETS, ST_PLACED, ST_FAILED, ST_NO_TARGET,
 	ST_ROOM_WAITS, ST_ROOM_REFUSED, ST_GET_LOST, ST_REMOTE_LOST, ST_FOREIGN, ST_FLUSH_DROPPED,
-	ST_FOREIGN_BYTES, ST_FOREIGN_RAM,
+	ST_FOREIGN_BYTES, ST_FOREIGN_RAM, ST_FOREIGN_USED, ST_REPLICA_RECORDS, ST_REPLICA_BYTES,
 	ST_N
 };
 
@@ -89,8 +89,11 @@ int snap_read(ramster *r, struct snap *sn);
 unsigned usage_pct(const struct snap *s);
 /* foreign_pages of each peer given with --peer-socket (0 if unreachable). */
 void peers_foreign(uint64_t *out);
-/* foreign_bytes and foreign_ram of each peer (0 if unreachable): RAM a held page costs. */
-void peers_holding(uint64_t *bytes, uint64_t *ram);
+/*
+ * foreign_bytes, foreign_ram and foreign_used (the budget's charge) of each peer
+ * (0 if unreachable): RAM a held page costs.
+ */
+void peers_holding(uint64_t *bytes, uint64_t *ram, uint64_t *used);
 /* Wait (up to 10 s) until the peers hold at most `want` pages in all; fill out[]. */
 void peers_drain(uint64_t want, uint64_t *out);
 
@@ -200,6 +203,7 @@ struct report {
 	struct snap measured, final; /* before and after the rounds */
 	uint64_t peer_foreign[PEERS_MAX];
 	uint64_t peer_bytes[PEERS_MAX], peer_ram[PEERS_MAX]; /* the holders' side, at the end */
+	uint64_t peer_used[PEERS_MAX];
 	uint64_t leaked[REPS_MAX][PEERS_MAX]; /* foreign pages left after a pool destroy */
 	bool mc_ran;
 	uint64_t mc_misses;

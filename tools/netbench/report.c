@@ -212,6 +212,9 @@ void print_json(const struct report *rp)
 	jout_uint(j, rp->put[rp->nput - 1].refused, "put_refused");
 	jout_uint(j, rp->put[rp->nput - 1].room_refused, "room_refused");
 	jout_uint(j, rp->final.v[ST_REMOTE_PAGES], "remote_pages");
+	/* the owner's side of pages with several holders (copies or fragments) */
+	jout_uint(j, rp->final.v[ST_REPLICA_RECORDS], "replica_records");
+	jout_uint(j, rp->final.v[ST_REPLICA_BYTES], "replica_bytes");
 	jout_real(j,
 		  rp->final.v[ST_CBYTES] ? (double)rp->final.v[ST_STORED] * PAGE /
 					       (double)rp->final.v[ST_CBYTES]
@@ -221,6 +224,7 @@ void print_json(const struct report *rp)
 		jout_uint(j, rp->peer_foreign[k], "peer%u_foreign_pages", k + 1);
 		jout_uint(j, rp->peer_bytes[k], "peer%u_foreign_bytes", k + 1);
 		jout_uint(j, rp->peer_ram[k], "peer%u_foreign_ram", k + 1);
+		jout_uint(j, rp->peer_used[k], "peer%u_foreign_used", k + 1);
 	}
 	for (i = 0; i + 1 < rp->nput; i++)
 		for (k = 0; k < o.npeers; k++)
