@@ -23,7 +23,7 @@
 #include "ramster.h"
 
 #define PAGE	    RAMSTER_PAGE_SIZE
-#define NODES_MAX   5
+#define NODES_MAX   9 /* an owner and up to 8 holders (ec K+M <= 8) */
 #define OBJ_PAGES   256 /* pages an object */
 #define BATCH	    64	/* pages a putv while filling */
 #define PORT	    7100

@@ -468,6 +468,8 @@ int main(int argc, char **argv)
 		o.replicas = o.drill == D_KILL_TWO ? 3 : 1;
 	if (!o.nodes_set && o.drill == D_KILL_TWO)
 		o.nodes = drill_holders() + 2 > 5 ? drill_holders() + 1 : 5;
+	if (o.nodes > NODES_MAX)
+		die("%u nodes: at most %d", o.nodes, NODES_MAX);
 	if (o.nodes < drill_holders() + 1)
 		die("--nodes %u is too few for %u %s: each needs its own peer besides n1 (use "
 		    "--nodes %u or more)",
