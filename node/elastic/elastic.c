@@ -1,8 +1,18 @@
 /*
- * elastic.c - the elastic donation on the node's loop (elastic.h): a timer
- * every ELASTIC_TICK_MS reads the pressure and the room (psi.c), asks the
- * controller (controller.c) and applies its budget to the foreign store,
- * giving pages back (remote_give_back) while the store holds more.
+ * elastic.c - the elastic donation and tier on the node's loop (elastic.h):
+ * a timer every ELASTIC_TICK_MS reads the pressure and the room (psi.c) and
+ * asks a controller (controller.c) for each:
+ *
+ *   - lend (donate_mb = auto): its budget goes to the foreign store, which
+ *     gives pages back (remote_give_back) while it holds more;
+ *   - tier (local_mb = auto): its budget goes to the local tier
+ *     (zcache_set_budget), which makes room as it does when it is full
+ *     (remotify, eviction), and the memory of the frames freed goes back to
+ *     the kernel (zcache_trim).
+ *
+ * Both see the same pressure; each sees as the host's room what the other has
+ * not promised (its budget above what it holds), so they do not both grow
+ * into the same memory.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -17,19 +27,45 @@
 #include "node/elastic/elastic_int.h"
 #include "node/log.h"
 #include "node/remote/remote.h"
+#include "tmem/zcache.h"
 
 struct elastic {
 	struct ev_loop *loop;
-	struct remote *r;
+	struct remote *r; /* lend's; NULL: the donation is fixed */
+	struct zcache *z; /* tier's; NULL: local_mb is fixed */
 	ev_timer tick;
 	struct psi_source src;
-	struct elastic_ctl ctl;
+	struct elastic_ctl ctl;	 /* lend (donate_mb = auto) */
+	struct elastic_ctl tier; /* local_mb = auto */
 	uint64_t host_last, cg_last; /* the sources' last totals */
 	uint64_t stall;		     /* the larger source's stall, summed */
 	uint64_t last_ns;
-	uint64_t avail, held; /* the last tick's */
-	uint64_t read_errors, big_moves;
+	uint64_t avail, held; /* the last tick's (held: the foreign store's) */
+	uint64_t tier_held;   /* the tier's frames in use at the last tick, bytes */
+	uint64_t read_errors, big_moves, tier_big_moves, trimmed;
 };
+
+/* The budget above what is held (room promised, not taken), bytes. */
+static uint64_t headroom(const struct elastic_ctl *c, uint64_t held)
+{
+	return c->budget > held ? c->budget - held : 0;
+}
+
+static const char *tier_move_name(enum elastic_move mv)
+{
+	switch (mv) {
+	case ELASTIC_GROW:
+		return "calm: keeping more pages local";
+	case ELASTIC_SHRINK:
+		return "memory stall above pressure_target: keeping fewer";
+	case ELASTIC_RESERVE:
+		return "the host's reserve_mb was eaten into: giving frames back";
+	case ELASTIC_BOUND:
+		return "bounded";
+	default:
+		return "holding";
+	}
+}
 
 static const char *move_name(enum elastic_move mv)
 {
@@ -47,13 +83,75 @@ static const char *move_name(enum elastic_move mv)
 	}
 }
 
+/* The lend controller's tick: the foreign store's budget, and pages given back above it. */
+static void lend_tick(struct elastic *e, uint64_t stall, uint64_t now, uint64_t avail)
+{
+	struct elastic_sample s;
+	uint64_t old = e->ctl.budget;
+	enum elastic_move mv;
+
+	e->held = remote_donate_used(e->r);
+	s = (struct elastic_sample){stall, avail, e->held,
+				    e->last_ns ? (double)(now - e->last_ns) / 1e9 : 0};
+	mv = elastic_ctl_tick(&e->ctl, &s);
+	if (e->ctl.budget != old) {
+		uint64_t d = e->ctl.budget > old ? e->ctl.budget - old : old - e->ctl.budget;
+
+		remote_set_donate(e->r, e->ctl.budget);
+		if (d >= ELASTIC_LOG_MOVE) {
+			e->big_moves++;
+			log_notice("elastic: lending %llu MiB (was %llu): %s (stall %.0f us/s, "
+				   "available %llu MiB, holding %llu MiB)",
+				   (unsigned long long)(e->ctl.budget >> 20),
+				   (unsigned long long)(old >> 20), move_name(mv), e->ctl.pressure,
+				   (unsigned long long)(avail >> 20),
+				   (unsigned long long)(e->held >> 20));
+		}
+	}
+	/* more held than lent: hand the difference back, least active owners first */
+	remote_give_back(e->r, e->held > e->ctl.budget ? e->ctl.budget : UINT64_MAX);
+}
+
+/* Frames whose memory one tick gives back at most (64 MiB): a bounded hold of the tier's lock. */
+#define ELASTIC_TRIM_FRAMES 16384
+
+/* The tier controller's tick: the local tier's budget, and free frames' memory given back. */
+static void tier_tick(struct elastic *e, uint64_t stall, uint64_t now, uint64_t avail)
+{
+	struct elastic_sample s;
+	struct zcache_stats zs;
+	uint64_t old = e->tier.budget;
+	enum elastic_move mv;
+
+	zcache_get_stats(e->z, &zs);
+	e->tier_held = zs.frames * 4096;
+	s = (struct elastic_sample){stall, avail, e->tier_held,
+				    e->last_ns ? (double)(now - e->last_ns) / 1e9 : 0};
+	mv = elastic_ctl_tick(&e->tier, &s);
+	if (e->tier.budget != old) {
+		uint64_t d = e->tier.budget > old ? e->tier.budget - old : old - e->tier.budget;
+
+		zcache_set_budget(e->z, e->tier.budget / 4096);
+		if (d >= ELASTIC_LOG_MOVE) {
+			e->tier_big_moves++;
+			log_notice("elastic: local tier %llu MiB (was %llu): %s (stall %.0f us/s, "
+				   "available %llu MiB, using %llu MiB)",
+				   (unsigned long long)(e->tier.budget >> 20),
+				   (unsigned long long)(old >> 20), tier_move_name(mv),
+				   e->tier.pressure, (unsigned long long)(avail >> 20),
+				   (unsigned long long)(e->tier_held >> 20));
+		}
+	}
+	/* frames freed (remotified, evicted) above the budget: their memory back to the host */
+	e->trimmed += zcache_trim(e->z, ELASTIC_TRIM_FRAMES);
+}
+
 static void elastic_tick(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct elastic *e = container_of(w, struct elastic, tick);
-	struct elastic_sample s;
 	struct psi_reading rd;
-	uint64_t now = clock_now_ns(), old = e->ctl.budget, dh, dc;
-	enum elastic_move mv;
+	uint64_t now = clock_now_ns(), dh, dc, room, promised;
+	bool fast = false;
 
 	if (psi_read(&e->src, &rd)) {
 		e->read_errors++;
@@ -66,31 +164,25 @@ static void elastic_tick(struct ev_loop *loop, ev_timer *w, int revents)
 	e->host_last = rd.stall_us;
 	e->cg_last = rd.cg_stall_us;
 	e->avail = rd.avail < rd.cg_room ? rd.avail : rd.cg_room;
-	e->held = remote_donate_used(e->r);
-	s = (struct elastic_sample){e->stall, e->avail, e->held,
-				    e->last_ns ? (double)(now - e->last_ns) / 1e9 : 0};
-	e->last_ns = now;
-	mv = elastic_ctl_tick(&e->ctl, &s);
-	if (e->ctl.budget != old) {
-		uint64_t d = e->ctl.budget > old ? e->ctl.budget - old : old - e->ctl.budget;
-
-		remote_set_donate(e->r, e->ctl.budget);
-		if (d >= ELASTIC_LOG_MOVE) {
-			e->big_moves++;
-			log_notice("elastic: lending %llu MiB (was %llu): %s (stall %.0f us/s, "
-				   "available %llu MiB, holding %llu MiB)",
-				   (unsigned long long)(e->ctl.budget >> 20),
-				   (unsigned long long)(old >> 20), move_name(mv), e->ctl.pressure,
-				   (unsigned long long)(e->avail >> 20),
-				   (unsigned long long)(e->held >> 20));
-		}
+	if (e->r) {
+		/* the room the tier promised itself is not the donation's to take */
+		promised = e->z ? headroom(&e->tier, e->tier_held) : 0;
+		room = e->avail > promised ? e->avail - promised : 0;
+		lend_tick(e, e->stall, now, room);
+		fast = e->held > e->ctl.budget;
 	}
-	/* more held than lent: hand the difference back, least active owners first */
-	remote_give_back(e->r, e->held > e->ctl.budget ? e->ctl.budget : UINT64_MAX);
+	if (e->z) {
+		promised = e->r ? headroom(&e->ctl, e->held) : 0;
+		room = e->avail > promised ? e->avail - promised : 0;
+		tier_tick(e, e->stall, now, room);
+		fast = fast || e->tier_held > e->tier.budget;
+	}
+	e->last_ns = now;
 	/* near the reserve, or giving back: look again sooner (a growing workload
 	 * eats the room faster than a second) */
-	w->repeat = (e->avail < 2 * e->ctl.k.reserve || e->held > e->ctl.budget ? ELASTIC_FAST_MS
-										: ELASTIC_TICK_MS) /
+	w->repeat = (e->avail < 2 * (e->r ? e->ctl.k.reserve : e->tier.k.reserve) || fast
+			     ? ELASTIC_FAST_MS
+			     : ELASTIC_TICK_MS) /
 		    1000.0;
 	ev_timer_again(loop, w);
 }
