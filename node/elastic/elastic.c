@@ -24,10 +24,9 @@ struct elastic {
 	ev_timer tick;
 	struct psi_source src;
 	struct elastic_ctl ctl;
-	uint64_t host_last, cg_last; /* the sources' last totals */
-	uint64_t stall;		     /* the larger source's stall, summed */
-	uint64_t last_ns;
-	uint64_t avail, held; /* the last tick's */
+	struct psi_stall since; /* the last reading's totals and time */
+	uint64_t stall;		/* the larger source's stall, summed */
+	uint64_t avail, held;	/* the last tick's */
 	uint64_t read_errors, big_moves;
 };
 
@@ -52,24 +51,19 @@ static void elastic_tick(struct ev_loop *loop, ev_timer *w, int revents)
 	struct elastic *e = container_of(w, struct elastic, tick);
 	struct elastic_sample s;
 	struct psi_reading rd;
-	uint64_t now = clock_now_ns(), old = e->ctl.budget, dh, dc;
+	uint64_t old = e->ctl.budget, us;
 	enum elastic_move mv;
+	double dt;
 
 	if (psi_read(&e->src, &rd)) {
 		e->read_errors++;
 		return;
 	}
-	dh = rd.stall_us >= e->host_last ? rd.stall_us - e->host_last : 0;
-	dc = rd.cg_stall_us >= e->cg_last ? rd.cg_stall_us - e->cg_last : 0;
-	if (e->last_ns)
-		e->stall += dh > dc ? dh : dc;
-	e->host_last = rd.stall_us;
-	e->cg_last = rd.cg_stall_us;
+	psi_stall_step(&e->since, &rd, clock_now_ns(), &us, &dt);
+	e->stall += us;
 	e->avail = rd.avail < rd.cg_room ? rd.avail : rd.cg_room;
 	e->held = remote_donate_used(e->r);
-	s = (struct elastic_sample){e->stall, e->avail, e->held,
-				    e->last_ns ? (double)(now - e->last_ns) / 1e9 : 0};
-	e->last_ns = now;
+	s = (struct elastic_sample){e->stall, e->avail, e->held, dt};
 	mv = elastic_ctl_tick(&e->ctl, &s);
 	if (e->ctl.budget != old) {
 		uint64_t d = e->ctl.budget > old ? e->ctl.budget - old : old - e->ctl.budget;
