@@ -192,11 +192,13 @@ struct main_node {
 	struct client_env env;
 	ev_signal sigusr2;       /* a warm restart: re-execute with the image */
 	ev_timer restart_soon;   /* OP_RESTART: after its reply has gone out */
-	enum { MAIN_STOP, MAIN_RESTART_EXEC, MAIN_RESTART_FDSTORE } how;
+	/* what comes next: MAIN_RUN, nothing asked; MAIN_STOP, a cold stop (a
+	 * restart asked after it is refused); a restart, asked (in a collective
+	 * waiting for quiet: only main_break ends the loop) or under way */
+	enum { MAIN_RUN, MAIN_STOP, MAIN_RESTART_EXEC, MAIN_RESTART_FDSTORE } how;
 	struct restart_stats restart;
 	/* a warm restart in a collective waits for what is in flight (remote_quiet) */
 	ev_timer quiet;
-	int quiet_how; /* the restart it waits for; MAIN_STOP: none */
 	uint64_t quiet_until_ns;
 	unsigned quiet_ms; /* the wait's bound: request_timeout_ms and a second */
 };
@@ -231,13 +233,13 @@ static void main_quiet_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 	if (remote_quiet(n->remote)) {
 		ev_timer_stop(loop, w);
-		main_break(n, n->quiet_how);
+		main_break(n, n->how);
 		return;
 	}
 	if (clock_now_ns() < n->quiet_until_ns)
 		return;
 	ev_timer_stop(loop, w);
-	if (n->quiet_how == MAIN_RESTART_FDSTORE) {
+	if (n->how == MAIN_RESTART_FDSTORE) {
 		log_error("restart: requests to peers still unanswered after %u ms: stopping cold",
 			  n->quiet_ms);
 		main_break(n, MAIN_STOP);
@@ -246,7 +248,7 @@ static void main_quiet_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	log_error("restart: requests to peers still unanswered after %u ms: not restarting; "
 		  "the node runs on",
 		  n->quiet_ms);
-	n->quiet_how = MAIN_STOP;
+	n->how = MAIN_RUN;
 	remote_resume(n->remote);
 }
 
@@ -257,14 +259,14 @@ static void main_quiet_cb(struct ev_loop *loop, ev_timer *w, int revents)
  */
 static void main_restart_begin(struct main_node *n, int how)
 {
-	if (n->quiet_how != MAIN_STOP)
-		return; /* one is waiting already */
+	if (n->how != MAIN_RUN)
+		return; /* one is waiting already, or the node stops */
 	if (!n->remote) {
 		main_break(n, how);
 		return;
 	}
 	remote_quiesce(n->remote);
-	n->quiet_how = how;
+	n->how = how;
 	n->quiet_until_ns = clock_now_ns() + (uint64_t)n->quiet_ms * 1000000u;
 	ev_timer_again(n->loop, &n->quiet);
 }
@@ -574,7 +576,6 @@ int main(int argc, char **argv)
 	ev_init(&n.quiet, main_quiet_cb);
 	n.quiet.repeat = 0.005;
 	n.quiet.data = &n;
-	n.quiet_how = MAIN_STOP;
 	n.quiet_ms = cfg.request_timeout_ms + 1000;
 	if (client_listen(&n.env, &n.listener, err, sizeof(err))) {
 		log_error("%s", err);
@@ -636,7 +637,7 @@ int main(int argc, char **argv)
 
 	notify_ready(&n.env, cfg.cluster_name); /* READY=1, the watchdog's timer */
 	spin_run(n.spin);
-	if (n.how != MAIN_STOP)
+	if (n.how == MAIN_RESTART_EXEC || n.how == MAIN_RESTART_FDSTORE)
 		main_restart(&n, argv); /* an exec does not return */
 
 	/* ---- stop, in reverse ---- */
