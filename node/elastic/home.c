@@ -43,7 +43,7 @@ struct home {
 	struct psi_source src;
 	struct tmem_cursor cursor;
 	unsigned low_pct, target;
-	uint64_t stall_last, last_ns;
+	struct psi_stall since; /* the last reading's totals and time */
 	unsigned inflight;
 	struct home_page batch[HOME_BATCH];
 	unsigned n;
@@ -80,21 +80,14 @@ static void home_got(void *arg, int result)
 	free(g);
 }
 
-/* The host's stall since the last tick, us per s (0 when it cannot be read). */
+/* The stall since the last tick, us per s (0 when it cannot be read). */
 static double home_stall(struct home *hm)
 {
 	struct psi_reading rd;
-	uint64_t now = clock_now_ns(), d;
-	double per_s = 0;
 
 	if (psi_read(&hm->src, &rd))
 		return 0;
-	d = rd.cg_stall_us > rd.stall_us ? rd.cg_stall_us : rd.stall_us;
-	if (hm->last_ns && d >= hm->stall_last)
-		per_s = (double)(d - hm->stall_last) / ((double)(now - hm->last_ns) / 1e9);
-	hm->stall_last = d;
-	hm->last_ns = now;
-	return per_s;
+	return psi_stall_step(&hm->since, &rd, clock_now_ns(), NULL, NULL);
 }
 
 static void home_tick(struct ev_loop *loop, ev_timer *w, int revents)
