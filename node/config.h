@@ -47,7 +47,8 @@ struct config_node {
 	uint16_t port;
 	enum config_transport transport;
 	char socket[CONFIG_PATH_MAX];   /* local client socket ("" = default) */
-	uint64_t local_mb;              /* local compressed tier */
+	uint64_t local_mb;              /* local compressed tier; CONFIG_AUTO: elastic */
+	uint64_t local_min_mb, local_max_mb; /* auto: its bounds (max 0: a quarter of the RAM) */
 	uint64_t donate_mb;             /* RAM lent to peers' pages; CONFIG_AUTO: elastic */
 	uint64_t donate_min_mb, donate_max_mb; /* auto: its bounds (max 0: half the RAM) */
 	uint64_t reserve_mb;            /* auto: what the host always keeps (0: a 16th, >= 256) */

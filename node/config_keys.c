@@ -239,8 +239,20 @@ const struct config_key config_keys[] = {
      .help = "The client socket. `--socket` wins over it.",
      .reload = CONFIG_RELOAD_RESTART},
     {.name = "local_mb", NODE(local_mb), .type = CONFIG_U64, .min = 1, .max = CONFIG_MB_MAX,
-     .def = STR(CONFIG_DEFAULT_LOCAL_MB),
-     .help = "The local tier's budget in MiB. `--local-mb` wins over it.",
+     .def = STR(CONFIG_DEFAULT_LOCAL_MB), .auto_ok = true,
+     .help = "The local tier's budget in MiB. `--local-mb` wins over it. `auto`: the tier "
+	     "keeps what its host can spare, between `local_min_mb` and `local_max_mb`, "
+	     "keeping `reserve_mb` free and the memory stall below `pressure_target`; when it "
+	     "shrinks it remotifies (or evicts) and gives the frames' memory back to the "
+	     "kernel (docs/elastic.md).",
+     .reload = CONFIG_RELOAD_RESTART},
+    {.name = "local_min_mb", NODE(local_min_mb), .type = CONFIG_U64, .min = 1,
+     .max = CONFIG_MB_MAX, .def = "16",
+     .help = "`local_mb = auto`: the least the tier keeps, unless `reserve_mb` needs it back.",
+     .reload = CONFIG_RELOAD_RESTART},
+    {.name = "local_max_mb", NODE(local_max_mb), .type = CONFIG_U64, .min = 0,
+     .max = CONFIG_MB_MAX, .def = "0", .def_doc = "0: a quarter of MemTotal",
+     .help = "`local_mb = auto`: the most the tier keeps.",
      .reload = CONFIG_RELOAD_RESTART},
     {.name = "nbd_socket", NODE(nbd_socket), .type = CONFIG_PATH, .max = CONFIG_SOCKET_MAX,
      .def_doc = "/run/ramster/nbd.sock when the file has exports",
@@ -306,9 +318,9 @@ const struct config_key config_keys[] = {
      .reload = CONFIG_RELOAD_RESTART},
     {.name = "reserve_mb", NODE(reserve_mb), .type = CONFIG_U64, .min = 0, .max = CONFIG_MB_MAX,
      .def = "0", .def_doc = "0: a 16th of MemTotal, at least 256",
-     .help = "`donate_mb = auto`: memory the host always keeps. When MemAvailable (or, in a "
-	     "memory cgroup with a limit, the room below it) falls under it, the node gives "
-	     "back at once what it takes.",
+     .help = "`donate_mb = auto` and `local_mb = auto`: memory the host always keeps. When "
+	     "MemAvailable (or, in a memory cgroup with a limit, the room below it) falls "
+	     "under it, the node gives back at once what it takes.",
      .reload = CONFIG_RELOAD_RESTART},
     {.name = "bring_home", NODE(bring_home), .type = CONFIG_BOOL, .def = "false",
      .help = "While this node's tier is 10 points under `low_watermark` and its host is calm "
@@ -318,10 +330,10 @@ const struct config_key config_keys[] = {
      .reload = CONFIG_RELOAD_RESTART},
     {.name = "pressure_target", NODE(pressure_target), .type = CONFIG_U32, .min = 10,
      .max = 500000, .def = "1000",
-     .help = "`donate_mb = auto`: the memory stall (PSI `some`, of the host and of the node's "
-	     "own cgroup) it tolerates, in microseconds a second (1000: 0.1 % of wall time, "
-	     "senpai's target). Above it the node lends less, in bounded steps; well below it "
-	     "for a while, more.",
+     .help = "`donate_mb = auto` and `local_mb = auto`: the memory stall (PSI `some`, of the "
+	     "host and of the node's own cgroup) it tolerates, in microseconds a second (1000: "
+	     "0.1 % of wall time, senpai's target). Above it the node lends (and keeps) less, "
+	     "in bounded steps; well below it for a while, more.",
      .reload = CONFIG_RELOAD_RESTART},
     {.name = "allocator", NODE(allocator), .type = CONFIG_ENUM, .choices = allocator_choices,
      .def = "dense",

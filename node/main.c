@@ -181,7 +181,7 @@ struct main_node {
 	struct pools *pools;
 	struct users *users;   /* per-uid records and limits (outlive the pools) */
 	struct remote *remote; /* the collective, or NULL */
-	struct elastic *elastic; /* donate_mb = auto, or NULL */
+	struct elastic *elastic; /* donate_mb or local_mb = auto, or NULL */
 	struct home *home;       /* bring_home, or NULL */
 	struct store *store;   /* the frontends' storage API over both */
 	struct client_listener *listener;
@@ -192,11 +192,13 @@ struct main_node {
 	struct client_env env;
 	ev_signal sigusr2;       /* a warm restart: re-execute with the image */
 	ev_timer restart_soon;   /* OP_RESTART: after its reply has gone out */
-	enum { MAIN_STOP, MAIN_RESTART_EXEC, MAIN_RESTART_FDSTORE } how;
+	/* what comes next: MAIN_RUN, nothing asked; MAIN_STOP, a cold stop (a
+	 * restart asked after it is refused); a restart, asked (in a collective
+	 * waiting for quiet: only main_break ends the loop) or under way */
+	enum { MAIN_RUN, MAIN_STOP, MAIN_RESTART_EXEC, MAIN_RESTART_FDSTORE } how;
 	struct restart_stats restart;
 	/* a warm restart in a collective waits for what is in flight (remote_quiet) */
 	ev_timer quiet;
-	int quiet_how; /* the restart it waits for; MAIN_STOP: none */
 	uint64_t quiet_until_ns;
 	unsigned quiet_ms; /* the wait's bound: request_timeout_ms and a second */
 };
@@ -231,13 +233,13 @@ static void main_quiet_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 	if (remote_quiet(n->remote)) {
 		ev_timer_stop(loop, w);
-		main_break(n, n->quiet_how);
+		main_break(n, n->how);
 		return;
 	}
 	if (clock_now_ns() < n->quiet_until_ns)
 		return;
 	ev_timer_stop(loop, w);
-	if (n->quiet_how == MAIN_RESTART_FDSTORE) {
+	if (n->how == MAIN_RESTART_FDSTORE) {
 		log_error("restart: requests to peers still unanswered after %u ms: stopping cold",
 			  n->quiet_ms);
 		main_break(n, MAIN_STOP);
@@ -246,7 +248,7 @@ static void main_quiet_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	log_error("restart: requests to peers still unanswered after %u ms: not restarting; "
 		  "the node runs on",
 		  n->quiet_ms);
-	n->quiet_how = MAIN_STOP;
+	n->how = MAIN_RUN;
 	remote_resume(n->remote);
 }
 
@@ -257,14 +259,14 @@ static void main_quiet_cb(struct ev_loop *loop, ev_timer *w, int revents)
  */
 static void main_restart_begin(struct main_node *n, int how)
 {
-	if (n->quiet_how != MAIN_STOP)
-		return; /* one is waiting already */
+	if (n->how != MAIN_RUN)
+		return; /* one is waiting already, or the node stops */
 	if (!n->remote) {
 		main_break(n, how);
 		return;
 	}
 	remote_quiesce(n->remote);
-	n->quiet_how = how;
+	n->how = how;
 	n->quiet_until_ns = clock_now_ns() + (uint64_t)n->quiet_ms * 1000000u;
 	ev_timer_again(n->loop, &n->quiet);
 }
@@ -386,12 +388,34 @@ static void main_memory_guard(const struct config_env *env)
 			   strerror(errno));
 }
 
+/*
+ * local_mb = auto: the most the tier may grow to, MiB (local_max_mb, else a
+ * quarter of MemTotal; the tier's address space is reserved, not its memory).
+ */
+static uint64_t main_local_max_mb(const struct config_node *self)
+{
+	unsigned long long kb = 0;
+	char line[128];
+	FILE *f;
+
+	if (self && self->local_max_mb)
+		return self->local_max_mb;
+	f = fopen("/proc/meminfo", "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemTotal: %llu kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb >= 4 * 1024 * 64 ? kb / 1024 / 4 : 64; /* at least 64 MiB */
+}
+
 int main(int argc, char **argv)
 {
 	struct main_opts o = {0};
 	static struct config cfg; /* large: not on the stack */
 	const struct config_node *self = NULL;
 	struct zcache_config zc = {0};
+	bool local_auto;
 	struct main_node n = {0};
 	char err[CONFIG_ERR_MAX], name[CONFIG_NAME_MAX], config_abs[PATH_MAX];
 	const char *socket_path, *config_shown = "";
@@ -452,6 +476,9 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	zc.local_mb = o.local_mb ? o.local_mb : self ? self->local_mb : CONFIG_DEFAULT_LOCAL_MB;
+	local_auto = zc.local_mb == CONFIG_AUTO;
+	if (local_auto) /* the tier is made as large as it may grow; the controller sets its budget */
+		zc.local_mb = main_local_max_mb(self);
 	zc.pers_max_frac = cfg.pers_max_frac;
 	zc.pers_mean_max_frac = cfg.pers_mean_max_frac;
 	zc.pers_mean_limit_frac = cfg.pers_mean_limit_frac;
@@ -536,8 +563,10 @@ int main(int argc, char **argv)
 			goto destroy_remote;
 		}
 	}
-	if (n.remote && self->donate_mb == CONFIG_AUTO) {
-		n.elastic = elastic_create(n.loop, n.remote, self, err, sizeof(err));
+	if ((n.remote && self->donate_mb == CONFIG_AUTO) || local_auto) {
+		n.elastic = elastic_create(n.loop,
+					   n.remote && self->donate_mb == CONFIG_AUTO ? n.remote : NULL,
+					   local_auto ? n.zcache : NULL, self, err, sizeof(err));
 		if (!n.elastic) {
 			log_error("%s", err);
 			status = EXIT_USAGE;
@@ -560,6 +589,7 @@ int main(int argc, char **argv)
 	    .socket_path = socket_path,
 	    .config_path = config_shown,
 	    .local_mb = zc.local_mb,
+	    .local_auto = local_auto,
 	    .remote = n.remote,
 	    .frame_timeout_ms = cfg.env.frame_timeout_ms,
 	    .users = n.users,
@@ -574,7 +604,6 @@ int main(int argc, char **argv)
 	ev_init(&n.quiet, main_quiet_cb);
 	n.quiet.repeat = 0.005;
 	n.quiet.data = &n;
-	n.quiet_how = MAIN_STOP;
 	n.quiet_ms = cfg.request_timeout_ms + 1000;
 	if (client_listen(&n.env, &n.listener, err, sizeof(err))) {
 		log_error("%s", err);
@@ -636,7 +665,7 @@ int main(int argc, char **argv)
 
 	notify_ready(&n.env, cfg.cluster_name); /* READY=1, the watchdog's timer */
 	spin_run(n.spin);
-	if (n.how != MAIN_STOP)
+	if (n.how == MAIN_RESTART_EXEC || n.how == MAIN_RESTART_FDSTORE)
 		main_restart(&n, argv); /* an exec does not return */
 
 	/* ---- stop, in reverse ---- */

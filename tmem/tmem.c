@@ -814,6 +814,29 @@ static int walk_one(void *arg, uint32_t index, uint64_t pampd)
 	return w->page_fn(w->arg, &h, w->p->flags & TMEM_PERSISTENT, pampd);
 }
 
+int tmem_scan_object(struct tmem *t, uint32_t id, const struct tmem_oid *oid,
+		     int (*page_fn)(void *arg, const struct tmem_handle *h, bool pers,
+				    uint64_t pampd),
+		     void *arg)
+{
+	struct walk_ctx w = {.t = t, .page_fn = page_fn, .arg = arg};
+	struct tmem_pool *p = tmem_pool_ref(t, id);
+	struct tmem_bucket *b;
+	int rc = -ENOENT;
+
+	if (!p)
+		return -ENOENT;
+	b = pool_bucket(p, oid);
+	pthread_mutex_lock(&b->lock);
+	w.p = p;
+	w.o = atomic_load(&p->dead) ? NULL : obj_find(b, oid);
+	if (w.o)
+		rc = map_walk(&w.o->map, walk_one, &w) != 0;
+	pthread_mutex_unlock(&b->lock);
+	tmem_pool_unref(p);
+	return rc;
+}
+
 int tmem_scan(struct tmem *t, struct tmem_cursor *c, unsigned max_slots,
 	      int (*page_fn)(void *arg, const struct tmem_handle *h, bool pers, uint64_t pampd),
 	      void *arg)

@@ -204,6 +204,16 @@ int tmem_scan(struct tmem *t, struct tmem_cursor *cursor, unsigned max_slots,
 	      void *arg);
 
 /*
+ * The pages of one object (page_fn with its bucket's lock held: it must not
+ * call tmem; a non-zero return stops the walk). @return 1 when stopped, 0
+ * after the last page, -ENOENT (no such pool or object).
+ */
+int tmem_scan_object(struct tmem *t, uint32_t pool, const struct tmem_oid *oid,
+		     int (*page_fn)(void *arg, const struct tmem_handle *h, bool pers,
+				    uint64_t pampd),
+		     void *arg);
+
+/*
  * Every pool (pool_fn, in id order; may be NULL) and every page of it
  * (page_fn, with that page's bucket lock held: it must not call tmem). A
  * non-zero return stops the walk and is returned. Nothing may change the

@@ -114,6 +114,19 @@ static void zb_get_stats(void *a, struct zalloc_stats *s)
 	s->bad_handles = zs.bad_handles;
 }
 
+static void zb_set_limit(void *a, uint32_t frames)
+{
+	zbud_set_limit(a, frames);
+}
+
+static uint64_t zb_trim(void *a, uint64_t keep, uint64_t max)
+{
+	(void)a;
+	(void)keep;
+	(void)max;
+	return 0;
+}
+
 static const struct zalloc_ops zbud_ops = {
     .name = "zbud",
     .max_len = ZBUD_BUDDY_MAX,
@@ -128,6 +141,8 @@ static const struct zalloc_ops zbud_ops = {
     .lru_requeue = zb_lru_requeue,
     .zombie_done = zb_zombie_done,
     .get_stats = zb_get_stats,
+    .set_limit = zb_set_limit,
+    .trim = zb_trim,
 };
 
 /* ---- zdense ------------------------------------------------------------- */
@@ -189,6 +204,16 @@ static void zd_get_stats(void *a, struct zalloc_stats *s)
 	zdense_get_stats(a, s);
 }
 
+static void zd_set_limit(void *a, uint32_t frames)
+{
+	zdense_set_limit(a, frames);
+}
+
+static uint64_t zd_trim(void *a, uint64_t keep, uint64_t max)
+{
+	return zdense_trim(a, keep, max);
+}
+
 static const struct zalloc_ops zdense_ops = {
     .name = "dense",
     .max_len = ZDENSE_MAX_LEN,
@@ -204,6 +229,8 @@ static const struct zalloc_ops zdense_ops = {
     .lru_requeue = zd_lru_requeue,
     .zombie_done = zd_zombie_done,
     .get_stats = zd_get_stats,
+    .set_limit = zd_set_limit,
+    .trim = zd_trim,
 };
 
 /* ---- choice ------------------------------------------------------------- */

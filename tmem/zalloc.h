@@ -72,6 +72,11 @@ struct zalloc_ops {
 	int (*lru_requeue)(void *a, bool pers, uint32_t unit);
 	void (*zombie_done)(void *a, uint32_t frame);
 	void (*get_stats)(void *a, struct zalloc_stats *s);
+	/* the budget now, below what create was given (an elastic tier), and the
+	 * memory of free units given back while more than keep frames are faulted
+	 * in, at most max frames a call (@return frames given back; zbud: 0) */
+	void (*set_limit)(void *a, uint32_t frames);
+	uint64_t (*trim)(void *a, uint64_t keep, uint64_t max);
 };
 
 /* @return the ops of an allocator, or NULL for an unknown kind. */

@@ -53,7 +53,8 @@ struct zbud_list {
 
 struct zbud {
 	pthread_mutex_t lock;       /* guards everything below and all metadata */
-	uint32_t max_frames;        /* the budget; size of both mappings */
+	uint32_t max_frames;        /* the most the budget may be; size of both mappings */
+	uint32_t limit;             /* the budget now, <= max_frames (zbud_set_limit) */
 	uint32_t top;               /* frames ever used: [0, top) touched */
 	uint32_t free_head;         /* free frames below top, LIFO via LRU next */
 	unsigned char *frames;      /* max_frames * ZBUD_FRAME_SIZE */
@@ -187,6 +188,8 @@ static uint32_t zbud_frame_get(struct zbud *zb, bool pers)
 	struct zbud_meta *m;
 	uint32_t f;
 
+	if (zb->frames_used >= zb->limit)
+		return ZBUD_NIL; /* past the budget now (zbud_set_limit) */
 	if (zb->free_head != ZBUD_NIL) {
 		f = zb->free_head;
 		zb->free_head = zb->meta[f].link[ZBUD_LRU][ZBUD_NEXT];
@@ -262,6 +265,7 @@ struct zbud *zbud_create(uint32_t max_frames)
 	if (err)
 		goto unmap_meta;
 	zb->max_frames = max_frames;
+	zb->limit = max_frames;
 	zb->free_head = ZBUD_NIL;
 	for (k = 0; k < 2; k++) {
 		zbud_list_init(&zb->lru[k]);
@@ -547,8 +551,17 @@ void zbud_get_stats(struct zbud *zb, struct zbud_stats *s)
 	s->buddied = zb->buddied;
 	s->buddies = zb->buddies;
 	s->bytes = zb->bytes;
-	s->max_frames = zb->max_frames;
+	s->max_frames = zb->limit;
 	s->meta_bytes = (uint64_t)zb->top * sizeof(struct zbud_meta) + sizeof(*zb);
 	s->bad_handles = zb->bad_handles;
+	pthread_mutex_unlock(&zb->lock);
+}
+
+void zbud_set_limit(struct zbud *zb, uint32_t frames)
+{
+	if (frames < 1)
+		frames = 1;
+	pthread_mutex_lock(&zb->lock);
+	zb->limit = frames < zb->max_frames ? frames : zb->max_frames;
 	pthread_mutex_unlock(&zb->lock);
 }

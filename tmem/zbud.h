@@ -128,4 +128,11 @@ struct zbud_stats {
 };
 void zbud_get_stats(struct zbud *zb, struct zbud_stats *s);
 
+/*
+ * The budget now: frames are refused past it (at most what zbud_create was
+ * given); what is stored stays. The stats' max_frames is this limit. zbud
+ * gives no memory back (its free frames stay faulted in): zdense does.
+ */
+void zbud_set_limit(struct zbud *zb, uint32_t frames);
+
 #endif /* RAMSTER_ZBUD_H */

@@ -51,7 +51,9 @@ struct zcache {
 	const struct zalloc_ops *za_ops;
 	enum compress_algo algo;
 	struct compress_policy policy;
-	uint64_t budget_frames;
+	atomic_uint_fast64_t budget_frames; /* local_mb, or the elastic tier's budget now */
+	uint64_t capacity_frames;           /* what the allocator was made with: the most */
+	atomic_uint_fast64_t trimmed_frames; /* frames whose memory zcache_trim gave back */
 
 	atomic_uint_fast64_t pers_pages;  /* compressed persistent pages ... */
 	atomic_uint_fast64_t pers_bytes;  /* ... and their bytes: the policy's mean */
@@ -567,6 +569,36 @@ void zcache_set_home_limit(struct zcache *z, uint64_t frames)
 	atomic_store_explicit(&z->home_limit, frames, memory_order_relaxed);
 }
 
+void zcache_set_budget(struct zcache *z, uint64_t frames)
+{
+	uint64_t old = atomic_load(&z->budget_frames), home;
+
+	if (frames < 1)
+		frames = 1;
+	if (frames > z->capacity_frames)
+		frames = z->capacity_frames;
+	z->za_ops->set_limit(z->za, (uint32_t)frames);
+	atomic_store(&z->budget_frames, frames);
+	/* bring home below the same share of the new budget */
+	home = atomic_load_explicit(&z->home_limit, memory_order_relaxed);
+	if (old)
+		zcache_set_home_limit(z, (uint64_t)((double)home * (double)frames / (double)old));
+}
+
+uint64_t zcache_capacity_frames(struct zcache *z)
+{
+	return z->capacity_frames;
+}
+
+uint64_t zcache_trim(struct zcache *z, uint64_t max)
+{
+	uint64_t n = z->za_ops->trim(z->za, atomic_load(&z->budget_frames), max);
+
+	if (n)
+		atomic_fetch_add(&z->trimmed_frames, n);
+	return n;
+}
+
 int zcache_remotify_take(struct zcache *z, bool pers, struct zcache_out *o)
 {
 	struct zalloc_victim v;
@@ -789,6 +821,7 @@ struct zcache *zcache_create(const struct zcache_config *cfg)
 	if (!z)
 		return NULL;
 	z->budget_frames = frames;
+	z->capacity_frames = frames;
 	z->za_ops = zalloc_ops(cfg->allocator);
 	z->algo = cfg->compressor;
 	compress_policy_default(&z->policy, z->za_ops->max_len);
@@ -860,6 +893,8 @@ void zcache_get_stats(struct zcache *z, struct zcache_stats *s)
 	s->zombies = zs.zombies;
 	s->frames_touched = zs.frames_touched;
 	s->budget_frames = z->budget_frames;
+	s->capacity_frames = z->capacity_frames;
+	s->trimmed_frames = CNT_GET(z->trimmed_frames);
 	{
 		struct replica_usage u;
 
@@ -927,7 +962,9 @@ void zcache_foreach_stat(struct zcache *z,
 	Z(frames_pers, "frames holding persistent pages");
 	Z(zombies, "frames (zbud) or blocks (dense) held as zombies");
 	Z(frames_touched, "frames faulted in and kept (in use or free for reuse): the tier's RAM");
-	Z(budget_frames, "the budget (local_mb) in frames");
+	Z(budget_frames, "the budget (local_mb, or the elastic tier's now) in frames");
+	Z(capacity_frames, "the most the budget may be (local_mb, or local_max_mb) in frames");
+	Z(trimmed_frames, "free frames whose memory was given back to the kernel (elastic tier)");
 	Z(meta_bytes, "bookkeeping RAM beyond the frames");
 	Z(replica_records, "pages with several copies on peers (replica table records)");
 	Z(replica_bytes, "RAM of the replica table");

@@ -71,7 +71,9 @@ struct zcache_stats {
 	uint64_t frames_pers;
 	uint64_t zombies;
 	uint64_t frames_touched;     /* frames faulted in and kept: the tier's frame RAM */
-	uint64_t budget_frames;      /* local_mb in frames */
+	uint64_t budget_frames;      /* local_mb in frames (the elastic tier's budget now) */
+	uint64_t capacity_frames;    /* the most the budget may be (local_mb, or local_max_mb) */
+	uint64_t trimmed_frames;     /* frames whose memory zcache_trim gave back */
 	uint64_t meta_bytes;         /* bookkeeping RAM of zbud and tmem together */
 	uint64_t bad_handles;        /* zbud releases of bad handles (a bug if not 0) */
 	uint64_t remote_pages;       /* pages whose copy is on a peer now */
@@ -147,6 +149,22 @@ unsigned zcache_usage_pct(struct zcache *z);
 /* Frames above which a repatriated persistent page is not brought home. Any
  * thread, at any time (a relaxed atomic: a get in flight sees the old or new). */
 void zcache_set_home_limit(struct zcache *z, uint64_t frames);
+
+/*
+ * local_mb = auto (node/elastic/): the tier's budget now, 1..the frames it
+ * was made with. Nothing stored is dropped: above the new budget, puts make
+ * room (eviction, remotify) or are refused. The bring-home limit keeps its
+ * share of the budget. Any thread.
+ */
+void zcache_set_budget(struct zcache *z, uint64_t frames);
+uint64_t zcache_capacity_frames(struct zcache *z);
+
+/*
+ * Give the memory of free frames back to the kernel while more frames than
+ * the budget are faulted in, at most max frames a call (zdense; zbud keeps
+ * its frames). @return frames given back. Any thread.
+ */
+uint64_t zcache_trim(struct zcache *z, uint64_t max);
 
 /* One frame taken for remotify: its live pages, readable until done. */
 struct zcache_out_page {

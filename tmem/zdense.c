@@ -149,8 +149,9 @@ struct zd_list {
 
 struct zdense {
 	pthread_mutex_t lock;
-	uint32_t max_frames;  /* the budget */
-	uint32_t max_units;   /* units reserved (one per frame of the budget) */
+	uint32_t max_frames;  /* the most the budget may be (the mappings' size) */
+	uint32_t limit;	      /* the budget now, <= max_frames (zdense_set_limit) */
+	uint32_t max_units;   /* units reserved (one per frame of max_frames) */
 	uint32_t top;	      /* units ever used */
 	unsigned char *mem;   /* max_units * ZD_UNIT_BYTES, NORESERVE */
 	struct zd_block *blk; /* max_units entries, NORESERVE */
@@ -272,6 +273,22 @@ static uint32_t zd_free_pop(struct zdense *zd, unsigned t)
 }
 
 /*
+ * Give len bytes at p back to the kernel. Under the daemon's mlockall the
+ * pages are locked and MADV_DONTNEED fails (EINVAL): unlock the range, drop
+ * it, and lock it again on fault (MLOCK_ONFAULT: nothing is faulted in now,
+ * and what the unit takes later is locked as it comes, as MCL_ONFAULT would).
+ */
+static void zd_give_back(unsigned char *p, size_t len)
+{
+	if (madvise(p, len, MADV_DONTNEED) == 0 || errno != EINVAL)
+		return;
+	if (munlock(p, len))
+		return;
+	(void)madvise(p, len, MADV_DONTNEED);
+	(void)mlock2(p, len, MLOCK_ONFAULT);
+}
+
+/*
  * A unit for a block of k frames: first one with exactly k frames faulted in,
  * then one with more (the excess given back to the kernel), then a fresh one,
  * then one with fewer. @return it, or ZD_NIL past the budget.
@@ -282,14 +299,14 @@ static uint32_t zd_block_get(struct zdense *zd, bool pers, unsigned cls)
 	struct zd_block *m;
 	uint32_t b = ZD_NIL;
 
-	if (zd->frames_used + k > zd->max_frames)
+	if (zd->frames_used + k > zd->limit)
 		return ZD_NIL;
 	b = zd_free_pop(zd, k);
 	for (t = k + 1; b == ZD_NIL && t <= ZDENSE_UNIT_FRAMES; t++) {
 		b = zd_free_pop(zd, t);
 		if (b != ZD_NIL) {
-			madvise(zd_block_base(zd, b) + (size_t)k * ZDENSE_FRAME_SIZE,
-				(size_t)(t - k) * ZDENSE_FRAME_SIZE, MADV_DONTNEED);
+			zd_give_back(zd_block_base(zd, b) + (size_t)k * ZDENSE_FRAME_SIZE,
+				     (size_t)(t - k) * ZDENSE_FRAME_SIZE);
 			zd->blk[b].touched = (uint8_t)k;
 			zd->frames_touched -= t - k;
 		}
@@ -349,6 +366,7 @@ struct zdense *zdense_create(uint32_t max_frames)
 	if (!zd)
 		return NULL;
 	zd->max_frames = max_frames;
+	zd->limit = max_frames;
 	zd->max_units = max_frames;
 	mem_len = (size_t)zd->max_units * ZD_UNIT_BYTES;
 	blk_len = (size_t)zd->max_units * sizeof(struct zd_block);
@@ -742,9 +760,39 @@ void zdense_get_stats(struct zdense *zd, struct zalloc_stats *s)
 	s->zombies = zd->zombies;
 	s->objects = zd->objects;
 	s->bytes = zd->bytes;
-	s->max_frames = zd->max_frames;
+	s->max_frames = zd->limit;
 	s->meta_bytes = (uint64_t)zd->top * sizeof(struct zd_block) + sizeof(*zd) +
 			2 * (uint64_t)zd_nclasses * sizeof(struct zd_list);
 	s->bad_handles = zd->bad_handles;
 	pthread_mutex_unlock(&zd->lock);
+}
+
+void zdense_set_limit(struct zdense *zd, uint32_t frames)
+{
+	if (frames < ZDENSE_UNIT_FRAMES)
+		frames = ZDENSE_UNIT_FRAMES; /* room for the largest block */
+	pthread_mutex_lock(&zd->lock);
+	zd->limit = frames < zd->max_frames ? frames : zd->max_frames;
+	pthread_mutex_unlock(&zd->lock);
+}
+
+uint64_t zdense_trim(struct zdense *zd, uint64_t keep, uint64_t max)
+{
+	uint64_t n = 0;
+	unsigned t;
+	uint32_t b;
+
+	pthread_mutex_lock(&zd->lock);
+	/* the units with most frames faulted in first: fewest calls for the most memory */
+	for (t = ZDENSE_UNIT_FRAMES; t >= 1 && zd->frames_touched > keep && n < max; t--)
+		while (zd->frames_touched > keep && n < max && (b = zd_free_pop(zd, t)) != ZD_NIL) {
+			zd_give_back(zd_block_base(zd, b), (size_t)t * ZDENSE_FRAME_SIZE);
+			zd->blk[b].touched = 0;
+			zd->frames_touched -= t;
+			zd->blk[b].lru[ZD_NEXT] = zd->free_units[0];
+			zd->free_units[0] = b;
+			n += t;
+		}
+	pthread_mutex_unlock(&zd->lock);
+	return n;
 }

@@ -92,6 +92,20 @@ void zdense_zombie_done(struct zdense *zd, uint32_t block);
 
 void zdense_get_stats(struct zdense *zd, struct zalloc_stats *s);
 
+/*
+ * The budget now: blocks are refused past frames (at least a block's worth,
+ * at most what zdense_create was given); what is stored stays (the caller
+ * makes room). The stats' max_frames is this limit.
+ */
+void zdense_set_limit(struct zdense *zd, uint32_t frames);
+
+/*
+ * Give the memory of free units back to the kernel while more than keep
+ * frames are faulted in, at most max frames a call (the lock is held
+ * meanwhile). @return frames given back.
+ */
+uint64_t zdense_trim(struct zdense *zd, uint64_t keep, uint64_t max);
+
 /* A size class, for tests and benchmarks: slot bytes, frames a block, slots a block. */
 struct zdense_class {
 	unsigned slot, frames, slots;

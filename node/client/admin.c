@@ -126,7 +126,7 @@ int admin_status(struct client *c, Ramster__Response *rsp)
 {
 	const struct client_env *env = c->l->env;
 	Ramster__KeyValue kv[CLIENT_STATUS_KEYS], *ptrs[CLIENT_STATUS_KEYS];
-	char pid[24], uptime[24], local_mb[24], clients[24], redundancy[24] = "-", lending[96] = "-";
+	char pid[24], uptime[24], local_mb[48], clients[24], redundancy[24] = "-", lending[96] = "-";
 	const char *config = env->config_path[0] ? env->config_path : "(none)";
 	const char *rows[CLIENT_STATUS_KEYS][2] = {
 	    {"node", env->node_name},
@@ -145,7 +145,16 @@ int admin_status(struct client *c, Ramster__Response *rsp)
 
 	snprintf(pid, sizeof(pid), "%ld", (long)getpid());
 	snprintf(uptime, sizeof(uptime), "%llu", (unsigned long long)stats_uptime_s(env->stats));
-	snprintf(local_mb, sizeof(local_mb), "%llu", (unsigned long long)env->local_mb);
+	if (env->local_auto) {
+		struct zcache_stats zs;
+
+		zcache_get_stats(env->zcache, &zs);
+		snprintf(local_mb, sizeof(local_mb), "auto: %llu of %llu",
+			 (unsigned long long)(zs.budget_frames * 4096 >> 20),
+			 (unsigned long long)env->local_mb);
+	} else {
+		snprintf(local_mb, sizeof(local_mb), "%llu", (unsigned long long)env->local_mb);
+	}
 	snprintf(clients, sizeof(clients), "%llu", (unsigned long long)env->stats->clients);
 	if (env->remote) /* a node in a collective */
 		remote_status(env->remote, redundancy, sizeof(redundancy), lending, sizeof(lending));

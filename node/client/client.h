@@ -32,6 +32,7 @@ struct client_env {
 	const char *socket_path;
 	const char *config_path; /* "" when the node runs without a file */
 	uint64_t local_mb;
+	bool local_auto;          /* local_mb = auto: status shows the tier's budget now */
 	struct remote *remote;   /* the collective, or NULL for a single node */
 	struct nbd *nbd;         /* the NBD frontend, or NULL when no export is configured */
 	struct spin *spin;       /* the loop's busy polling (its counters), or NULL */

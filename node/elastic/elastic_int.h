@@ -84,4 +84,18 @@ struct psi_reading {
 /* Read them. @return 0, or -errno when the host's PSI or meminfo cannot be read. */
 int psi_read(const struct psi_source *src, struct psi_reading *rd);
 
+/* The stall between one reading and the next (a timer's ticks). Zeroed: no reading yet. */
+struct psi_stall {
+	uint64_t host_last, cg_last; /* the last reading's totals */
+	uint64_t last_ns;	     /* when it was taken (clock_now_ns), 0: none */
+};
+/*
+ * Take rd, read at now_ns: the stall since the last reading, host or cgroup,
+ * the larger of the two deltas (a total that went back counts 0), in us into
+ * *us, and the seconds since into *dt_s (either may be NULL); both 0 for the
+ * first reading. @return the stall in us per s, 0 for the first reading.
+ */
+double psi_stall_step(struct psi_stall *st, const struct psi_reading *rd, uint64_t now_ns,
+		      uint64_t *us, double *dt_s);
+
 #endif /* RAMSTER_NODE_ELASTIC_INT_H */

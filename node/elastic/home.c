@@ -5,9 +5,11 @@
  * pressure_target), each tick reads up to HOME_BATCH of its persistent pages
  * that live on peers; a read of a remote page stores it locally again when
  * the tier has room (zcache's bring-home) and flushes the remote copies. The
- * pages a workload reads come home on their own, first; this walk brings the
- * rest, paced, so that a borrower whose memory freed up takes its pages back
- * (frontswap's self-shrinking, the other way round).
+ * pages a workload reads come home on their own, first; each tick then takes
+ * the other remote pages of the objects read lately (remote_hot_objects: a
+ * workload that read one page of an object reads its neighbours next), then
+ * walks the rest, paced, so that a borrower whose memory freed up takes its
+ * pages back (frontswap's self-shrinking, the other way round).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -29,6 +31,7 @@
 #define HOME_BATCH	64   /* pages asked for a tick, at most */
 #define HOME_SLOTS	4096 /* object-table slots a tick's scan visits, at most */
 #define HOME_MARGIN_PCT 10   /* below low_watermark by this much */
+#define REMOTE_HOT_OBJECTS 16 /* objects read lately taken first, a tick */
 
 struct home_page {
 	struct tmem_handle h;
@@ -43,11 +46,12 @@ struct home {
 	struct psi_source src;
 	struct tmem_cursor cursor;
 	unsigned low_pct, target;
-	uint64_t stall_last, last_ns;
+	struct psi_stall since; /* the last reading's totals and time */
 	unsigned inflight;
 	struct home_page batch[HOME_BATCH];
 	unsigned n;
 	uint64_t passes, asked, got, failed, skipped_full, skipped_pressure;
+	uint64_t hot_asked; /* of asked, pages of objects read lately */
 };
 
 struct home_get {
@@ -80,21 +84,14 @@ static void home_got(void *arg, int result)
 	free(g);
 }
 
-/* The host's stall since the last tick, us per s (0 when it cannot be read). */
+/* The stall since the last tick, us per s (0 when it cannot be read). */
 static double home_stall(struct home *hm)
 {
 	struct psi_reading rd;
-	uint64_t now = clock_now_ns(), d;
-	double per_s = 0;
 
 	if (psi_read(&hm->src, &rd))
 		return 0;
-	d = rd.cg_stall_us > rd.stall_us ? rd.cg_stall_us : rd.stall_us;
-	if (hm->last_ns && d >= hm->stall_last)
-		per_s = (double)(d - hm->stall_last) / ((double)(now - hm->last_ns) / 1e9);
-	hm->stall_last = d;
-	hm->last_ns = now;
-	return per_s;
+	return psi_stall_step(&hm->since, &rd, clock_now_ns(), NULL, NULL);
 }
 
 static void home_tick(struct ev_loop *loop, ev_timer *w, int revents)
@@ -114,7 +111,18 @@ static void home_tick(struct ev_loop *loop, ev_timer *w, int revents)
 		return;
 	}
 	hm->n = 0;
-	if (tmem_scan(zcache_tmem(hm->z), &hm->cursor, HOME_SLOTS, collect, hm))
+	/* hot first: the objects whose pages the workload read lately */
+	{
+		uint32_t pools[REMOTE_HOT_OBJECTS];
+		struct tmem_oid oids[REMOTE_HOT_OBJECTS];
+		unsigned k, nh = remote_hot_objects(hm->r, pools, oids, REMOTE_HOT_OBJECTS);
+
+		for (k = 0; k < nh && hm->n < HOME_BATCH; k++)
+			(void)tmem_scan_object(zcache_tmem(hm->z), pools[k], &oids[k], collect, hm);
+		hm->hot_asked += hm->n;
+	}
+	if (hm->n < HOME_BATCH &&
+	    tmem_scan(zcache_tmem(hm->z), &hm->cursor, HOME_SLOTS, collect, hm))
 		hm->passes++;
 	for (i = 0; i < hm->n; i++) {
 		struct home_get *g = malloc(sizeof(*g));
@@ -170,6 +178,8 @@ void home_foreach_stat(const struct home *hm,
 	fn(arg, "home_got", hm->got, "... that were read (stored locally when the tier had room)");
 	fn(arg, "home_failed", hm->failed,
 	   "... that could not be read (lost, or no holder answered)");
+	fn(arg, "home_hot_asked", hm->hot_asked,
+	   "of home_asked, pages of objects a workload read lately (taken first)");
 	fn(arg, "home_passes", hm->passes, "whole passes over the tier's pages");
 	fn(arg, "home_skipped_full", hm->skipped_full, "ticks skipped: the tier had no room");
 	fn(arg, "home_skipped_pressure", hm->skipped_pressure,

@@ -2,7 +2,8 @@
  * psi.c - what the elastic controller reads (elastic_int.h): the memory
  * stall of the host (/proc/pressure/memory) and of the node's own cgroup
  * (memory.pressure), MemAvailable, and the room below the cgroup's
- * memory.max. Parsers take text, so the unit tests feed them files' bytes.
+ * memory.max, and the stall a second between two readings. Parsers take
+ * text, so the unit tests feed them files' bytes.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -174,4 +175,26 @@ int psi_read(const struct psi_source *src, struct psi_reading *rd)
 	    !read_cg_num(src, src->v1 ? "memory.usage_in_bytes" : "memory.current", &cur))
 		rd->cg_room = max > cur ? max - cur : 0;
 	return 0;
+}
+
+double psi_stall_step(struct psi_stall *st, const struct psi_reading *rd, uint64_t now_ns,
+		      uint64_t *us, double *dt_s)
+{
+	uint64_t dh, dc, d = 0;
+	double dt = 0;
+
+	dh = rd->stall_us >= st->host_last ? rd->stall_us - st->host_last : 0;
+	dc = rd->cg_stall_us >= st->cg_last ? rd->cg_stall_us - st->cg_last : 0;
+	if (st->last_ns) {
+		d = dh > dc ? dh : dc;
+		dt = (double)(now_ns - st->last_ns) / 1e9;
+	}
+	st->host_last = rd->stall_us;
+	st->cg_last = rd->cg_stall_us;
+	st->last_ns = now_ns;
+	if (us)
+		*us = d;
+	if (dt_s)
+		*dt_s = dt;
+	return dt > 0 ? (double)d / dt : 0;
 }

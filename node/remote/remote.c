@@ -607,6 +607,20 @@ uint64_t remote_donate_used(struct remote *r)
 	return fs.used;
 }
 
+unsigned remote_hot_objects(struct remote *r, uint32_t *pools, struct tmem_oid *oids,
+			    unsigned max)
+{
+	unsigned n = 0;
+
+	while (r->hot_n && n < max) {
+		r->hot_n--;
+		pools[n] = r->hot[r->hot_n].pool;
+		oids[n++] = r->hot[r->hot_n].oid;
+	}
+	r->hot_n = 0;
+	return n;
+}
+
 void remote_status(struct remote *r, char *redundancy, size_t rlen, char *lending, size_t llen)
 {
 	struct foreign_stats fs;

@@ -170,6 +170,16 @@ uint64_t remote_pages_held_for(struct remote *r, uint32_t node);
  */
 void remote_status(struct remote *r, char *redundancy, size_t rlen, char *lending, size_t llen);
 
+/*
+ * The objects whose remote persistent pages were read lately, the most
+ * recent first, at most max, into pools and oids; the list is emptied.
+ * bring_home (node/elastic/home.c) takes their other pages first: a workload
+ * that reads one page of an object reads its neighbours next. Loop only.
+ * @return how many.
+ */
+unsigned remote_hot_objects(struct remote *r, uint32_t *pools, struct tmem_oid *oids,
+			    unsigned max);
+
 /* Counters of the remote side, the foreign store and the cluster. */
 void remote_foreach_stat(struct remote *r,
 			 void (*fn)(void *arg, const char *name, uint64_t value, const char *help),

@@ -262,6 +262,15 @@ struct remote {
 	uint64_t ec_fragments_late;  /* answers (or failures) after the page was read: dropped */
 	uint64_t ec_fallback_copies; /* pages placed as M+1 copies: fewer than K+M peers live */
 
+	/* the objects of the last remote pages read (loop only): bring_home takes
+	 * their other pages first (remote_hot_objects) */
+#define REMOTE_HOT_MAX 64
+	struct {
+		uint32_t pool;
+		struct tmem_oid oid;
+	} hot[REMOTE_HOT_MAX];
+	unsigned hot_n;
+
 	struct remote_repair repair; /* loop only */
 	struct remote_drain drain;   /* loop only */
 };

@@ -62,6 +62,22 @@ unsigned remote_holders_by_rtt(struct remote *r, const struct replica_set *s,
 	return n;
 }
 
+/* A remote persistent page of h's object was read: its object is hot (remote_hot_objects). */
+static void note_hot(struct remote *r, const struct tmem_handle *h)
+{
+	unsigned k;
+
+	for (k = 0; k < r->hot_n; k++)
+		if (r->hot[k].pool == h->pool && !memcmp(&r->hot[k].oid, &h->oid, sizeof(h->oid)))
+			return; /* already there */
+	if (r->hot_n == REMOTE_HOT_MAX) {
+		memmove(&r->hot[0], &r->hot[1], sizeof(r->hot[0]) * (REMOTE_HOT_MAX - 1));
+		r->hot_n--;
+	}
+	r->hot[r->hot_n].pool = h->pool;
+	r->hot[r->hot_n++].oid = h->oid;
+}
+
 static void get_finish(struct rget *g, int result, const uint8_t *payload, size_t plen)
 {
 	struct remote *r = g->r;
@@ -78,8 +94,11 @@ static void get_finish(struct rget *g, int result, const uint8_t *payload, size_
 	for (k = 0; res && !g->pers && result == -ETIMEDOUT && k < g->set.n; k++)
 		if (cluster_alive(r->cl, g->set.node[k], g->set.epoch[k]))
 			remote_flush_now(r, g->set.node[k], RAMSTER__PEER__OP__P_FLUSH, &g->h);
-	if (res == 0)
+	if (res == 0) {
 		r->get_hits++;
+		if (g->pers)
+			note_hot(r, &g->h);
+	}
 	else if (g->pers)
 		r->get_lost++;
 	else

@@ -11,6 +11,7 @@
 
 #include <sodium.h>
 
+#include "common/util.h"
 #include "node/remote/seal.h"
 
 #define SEAL_LABEL     "ramster-page-v1"
@@ -82,38 +83,20 @@ const char *seal_cipher(const struct seal *s)
 	return s->use_aes ? "aes-256-gcm" : "xchacha20-poly1305";
 }
 
-static void put_le(uint8_t *p, uint64_t v, int n)
-{
-	int i;
-
-	for (i = 0; i < n; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	int i;
-
-	for (i = 7; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
-
 static void seal_ad(const struct seal *s, const struct tmem_handle *h, uint64_t version, size_t len,
 		    uint8_t ad[SEAL_AD_LEN])
 {
 	size_t n = sizeof(SEAL_LABEL) - 1;
 
 	memcpy(ad, SEAL_LABEL, n);
-	put_le(ad + n, s->owner, 4);
-	put_le(ad + n + 4, h->pool, 4);
-	put_le(ad + n + 8, h->oid.w[0], 8);
-	put_le(ad + n + 16, h->oid.w[1], 8);
-	put_le(ad + n + 24, h->oid.w[2], 8);
-	put_le(ad + n + 32, h->index, 4);
-	put_le(ad + n + 36, version, 8);
-	put_le(ad + n + 44, len, 4);
+	put_le32(ad + n, s->owner);
+	put_le32(ad + n + 4, h->pool);
+	put_le64(ad + n + 8, h->oid.w[0]);
+	put_le64(ad + n + 16, h->oid.w[1]);
+	put_le64(ad + n + 24, h->oid.w[2]);
+	put_le32(ad + n + 32, h->index);
+	put_le64(ad + n + 36, version);
+	put_le32(ad + n + 44, (uint32_t)len);
 }
 
 uint64_t seal_horizon(const struct seal *s)
@@ -136,8 +119,8 @@ size_t seal_page(struct seal *s, const struct tmem_handle *h, const void *data, 
 	const uint8_t *m = data;
 	size_t mlen = len;
 
-	put_le(out, v, 8);
-	put_le(nonce, v, 8);
+	put_le64(out, v);
+	put_le64(nonce, v);
 	seal_ad(s, h, v, len, ad);
 	if (s->integrity) {
 		/* MAC only: the body rides in the associated data */
@@ -172,7 +155,7 @@ int seal_open(const struct seal *s, const struct tmem_handle *h, uint32_t versio
 	v = get_le64(blob);
 	if ((uint32_t)v != version)
 		return -EBADMSG; /* an older (or newer) version of the page */
-	put_le(nonce, v, 8);
+	put_le64(nonce, v);
 	seal_ad(s, h, v, len, ad);
 	if (s->integrity) {
 		memcpy(ad + SEAL_AD_LEN, body, len);

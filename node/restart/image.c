@@ -10,29 +10,12 @@
 
 #include <sodium.h>
 
+#include "common/util.h"
 #include "node/restart/image.h"
 
 #define IMAGE_MAGIC  "RAMSTIMG"
 #define IMAGE_BUF    (1u << 20)
 #define IMAGE_DIGEST 32
-
-static void put_le(uint8_t *p, uint64_t v, unsigned n)
-{
-	unsigned i;
-
-	for (i = 0; i < n; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *p, unsigned n)
-{
-	uint64_t v = 0;
-	unsigned i;
-
-	for (i = 0; i < n; i++)
-		v |= (uint64_t)p[i] << (8 * i);
-	return v;
-}
 
 static int write_all(int fd, const void *p, size_t n, off_t at)
 {
@@ -103,9 +86,9 @@ int image_record(struct image_writer *w, uint16_t tag, const void *head, size_t 
 		return w->err;
 	if (head_len + body_len > UINT32_MAX)
 		return w->err = -EOVERFLOW;
-	put_le(rh, tag, 2);
-	put_le(rh + 2, 0, 2);
-	put_le(rh + 4, head_len + body_len, 4);
+	put_le16(rh, tag);
+	put_le16(rh + 2, 0);
+	put_le32(rh + 4, (uint32_t)(head_len + body_len));
 	add(w, rh, sizeof(rh));
 	if (head_len)
 		add(w, head, head_len);
@@ -137,9 +120,9 @@ int image_write_end(struct image_writer *w)
 		munmap(map, IMAGE_HEADER + w->body);
 	}
 	memcpy(hdr, IMAGE_MAGIC, 8);
-	put_le(hdr + 8, IMAGE_VERSION, 4);
-	put_le(hdr + 12, w->kind, 4);
-	put_le(hdr + 16, w->body, 8);
+	put_le32(hdr + 8, IMAGE_VERSION);
+	put_le32(hdr + 12, w->kind);
+	put_le64(hdr + 16, w->body);
 	crypto_generichash_final(&st, hdr + 24, IMAGE_DIGEST);
 	rc = write_all(w->fd, hdr, sizeof(hdr), 0);
 	return w->err = rc;
@@ -167,11 +150,11 @@ int image_read_open(struct image_reader *r, int fd, uint32_t kind, const char **
 	}
 	if (memcmp(r->map, IMAGE_MAGIC, 8))
 		*why = "no image magic (never finished?)";
-	else if (get_le(r->map + 8, 4) != IMAGE_VERSION)
+	else if (get_le32(r->map + 8) != IMAGE_VERSION)
 		*why = "another image version";
-	else if (get_le(r->map + 12, 4) != kind)
+	else if (get_le32(r->map + 12) != kind)
 		*why = "another kind of image";
-	body = get_le(r->map + 16, 8);
+	body = get_le64(r->map + 16);
 	if (!*why && body != r->map_len - IMAGE_HEADER)
 		*why = "its length is not the file's";
 	if (!*why) {
@@ -195,12 +178,12 @@ int image_next(struct image_reader *r, uint16_t *tag, const uint8_t **p, size_t 
 
 	if (!r->map || r->off == r->end)
 		return 0;
-	if (r->end - r->off < 8 || get_le(r->map + r->off + 2, 2))
+	if (r->end - r->off < 8 || get_le16(r->map + r->off + 2))
 		return -EBADMSG;
-	n = get_le(r->map + r->off + 4, 4);
+	n = get_le32(r->map + r->off + 4);
 	if (n > r->end - r->off - 8)
 		return -EBADMSG;
-	*tag = (uint16_t)get_le(r->map + r->off, 2);
+	*tag = get_le16(r->map + r->off);
 	*p = r->map + r->off + 8;
 	*len = (size_t)n;
 	r->off += 8 + (size_t)n;

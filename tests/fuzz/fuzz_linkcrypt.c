@@ -21,17 +21,10 @@
 #include <string.h>
 
 #include "node/cluster/linkcrypt.h"
+#include "tests/fuzz/fuzz.h"
 
 #define FUZZ_MSG_MAX 1024
 #define FUZZ_PAY_MAX 4096
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define fuzz_assert(c)                                                                             \
-	do {                                                                                       \
-		if (!(c))                                                                          \
-			__builtin_trap();                                                          \
-	} while (0)
 
 static uint8_t mout[FUZZ_MSG_MAX + LC_OVERHEAD], pout[FUZZ_PAY_MAX];
 static uint8_t sealed[FUZZ_MSG_MAX + LC_OVERHEAD], spay[FUZZ_PAY_MAX], flip[FUZZ_PAY_MAX];

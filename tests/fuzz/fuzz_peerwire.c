@@ -13,22 +13,15 @@
 #include <string.h>
 
 #include "proto/peerwire.h"
+#include "tests/fuzz/fuzz.h"
 
 #define FUZZ_PLEN_MOD 8192
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct wire_arena fuzz_tight; /* refuses most messages with unknown fields */
 static struct wire_arena fuzz_roomy;
 static struct wire_arena fuzz_again; /* for the re-decode of a re-pack */
 static uint8_t fuzz_repack[64 * 1024];
 static volatile uint64_t fuzz_sink;
-
-#define fuzz_assert(c)                                                                             \
-	do {                                                                                       \
-		if (!(c))                                                                          \
-			__builtin_trap();                                                          \
-	} while (0)
 
 static int fuzz_is_request(int op)
 {

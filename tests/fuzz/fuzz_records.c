@@ -14,14 +14,7 @@
 
 #include "node/elastic/elastic_int.h"
 #include "node/remote/remote.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define fuzz_assert(c)                                                                             \
-	do {                                                                                       \
-		if (!(c))                                                                          \
-			__builtin_trap();                                                          \
-	} while (0)
+#include "tests/fuzz/fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

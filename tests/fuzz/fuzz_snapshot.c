@@ -14,15 +14,8 @@
 #include <string.h>
 
 #include "node/restart/image.h"
+#include "tests/fuzz/fuzz.h"
 #include "tmem/snapshot.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define fuzz_assert(c)                                                                             \
-	do {                                                                                       \
-		if (!(c))                                                                          \
-			__builtin_trap();                                                          \
-	} while (0)
 
 struct rec_buf {
 	uint8_t *b;

@@ -14,15 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/fuzz/fuzz.h"
 #include "transport/frame.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define fuzz_assert(c)                                                                             \
-	do {                                                                                       \
-		if (!(c))                                                                          \
-			__builtin_trap();                                                          \
-	} while (0)
 
 struct fuzz_ref {
 	size_t off; /* of the header in the stream */

@@ -13,11 +13,10 @@
 
 #include "proto/wire.h"
 #include "ramster.h"
+#include "tests/fuzz/fuzz.h"
 
 #define FUZZ_SEQ   7
 #define FUZZ_ITEMS 4
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct wire_arena fuzz_roomy; /* decodes anything WIRE_MSG_MAX can say... mostly */
 static struct wire_arena fuzz_tight; /* ...and this one mostly cannot */
@@ -26,12 +25,6 @@ static Ramster__Item *fuzz_item_ptrs[FUZZ_ITEMS];
 static Ramster__Request fuzz_reqs[16];
 static size_t fuzz_n_reqs;
 static volatile uint64_t fuzz_sink; /* keeps the walks below from being optimized out */
-
-#define fuzz_assert(c)                                                                             \
-	do {                                                                                       \
-		if (!(c))                                                                          \
-			__builtin_trap();                                                          \
-	} while (0)
 
 static void fuzz_add_req(Ramster__Op op, size_t n_items)
 {

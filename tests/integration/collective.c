@@ -165,14 +165,16 @@ int coll_write_conf(struct coll *c, int i)
 	for (k = 0; k < c->nodes; k++) {
 		const struct coll_node *n = &c->node[k];
 
-		char donate[16] = "auto";
+		char donate[16] = "auto", local[16] = "auto";
 
 		if (n->donate_mb >= 0)
 			snprintf(donate, sizeof(donate), "%d", n->donate_mb);
+		if (n->local_mb >= 0)
+			snprintf(local, sizeof(local), "%d", n->local_mb);
 		fprintf(f,
-			"\n[node %s]\nid = %d\naddress = %s:%d\nlocal_mb = %d\ndonate_mb = %s\n%s",
+			"\n[node %s]\nid = %d\naddress = %s:%d\nlocal_mb = %s\ndonate_mb = %s\n%s",
 			n->name, n->id, n->host[0] ? n->host : "127.0.0.1",
-			n->port ? n->port : c->port + k, n->local_mb, donate, n->extra);
+			n->port ? n->port : c->port + k, local, donate, n->extra);
 	}
 	if (fclose(f))
 		return -errno;

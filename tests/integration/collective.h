@@ -27,7 +27,7 @@ struct coll_node {
 	int id;				 /* id = ID */
 	char host[32];			 /* the address's host; "": 127.0.0.1 */
 	int port;			 /* the address's port; 0: the collective's port + index */
-	int local_mb;			 /* local_mb = N */
+	int local_mb;			 /* local_mb = N; negative: auto */
 	int donate_mb;			 /* donate_mb = N; negative: auto */
 	char extra[256];		 /* more lines of the section ("key = value\n"...) */
 	const char *args[COLL_ARGS_MAX]; /* more ramsterd flags (NULL-terminated) */

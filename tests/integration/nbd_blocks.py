@@ -5,27 +5,17 @@
 # Usage: nbd_blocks.py SOCKET EXPORT write|check BLOCKS SEED
 # Block b holds a pattern of (SEED, b); every 5th block is zeros. check exits 1
 # and names the first wrong block.
-import socket
 import struct
 import sys
 
-NBDMAGIC, IHAVEOPT = 0x4E42444D41474943, 0x49484156454F5054
-REP_MAGIC, REQ_MAGIC, REPLY_MAGIC = 0x3E889045565A9, 0x25609513, 0x67446698
-OPT_GO, REP_ACK, REP_INFO = 7, 1, 3
+sys.dont_write_bytecode = True  # no __pycache__ in the tree
+from nbd_handshake import dial, recvn  # noqa: E402 (beside this file)
+
+REQ_MAGIC = 0x25609513
 READ, WRITE, DISC, FLUSH = 0, 1, 2, 3
 
 path, export, mode, blocks, seed = sys.argv[1], sys.argv[2].encode(), sys.argv[3], \
     int(sys.argv[4]), int(sys.argv[5])
-
-
-def recvn(s, n):
-    b = bytearray()
-    while len(b) < n:
-        k = s.recv(n - len(b))
-        if not k:
-            raise EOFError("closed after %d of %d bytes" % (len(b), n))
-        b += k
-    return bytes(b)
 
 
 def block(b):
@@ -35,20 +25,7 @@ def block(b):
     return (head * (4096 // len(head) + 1))[:4096]
 
 
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.settimeout(30)
-s.connect(path)
-magic, opt, flags = struct.unpack(">QQH", recvn(s, 18))
-assert magic == NBDMAGIC and opt == IHAVEOPT, "bad greeting"
-s.sendall(struct.pack(">I", 3))
-s.sendall(struct.pack(">QII", IHAVEOPT, OPT_GO, 4 + len(export) + 2) +
-          struct.pack(">I", len(export)) + export + struct.pack(">H", 0))
-while True:
-    magic, opt, typ, ln = struct.unpack(">QIII", recvn(s, 20))
-    recvn(s, ln)
-    if typ != REP_INFO:
-        break
-assert typ == REP_ACK, "GO refused: %d" % typ
+s = dial(path, export)[0]
 
 for b in range(blocks):
     if mode == "write":

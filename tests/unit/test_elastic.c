@@ -196,6 +196,35 @@ static void test_psi_parse(void **state)
 	    -EINVAL);
 }
 
+/* psi_stall_step: the first reading only primes; then the larger delta a second. */
+static void test_psi_stall(void **state)
+{
+	struct psi_stall st = {0};
+	struct psi_reading rd = {.stall_us = 5000000, .cg_stall_us = 100};
+	uint64_t us = 1;
+	double dt = 1;
+
+	(void)state;
+	assert_true(psi_stall_step(&st, &rd, 1000000000ull, &us, &dt) == 0);
+	assert_int_equal(us, 0);
+	assert_true(dt == 0);
+	/* the host stalls 300 us in half a second, the cgroup 200: the host's */
+	rd.stall_us += 300;
+	rd.cg_stall_us += 200;
+	assert_true(psi_stall_step(&st, &rd, 1500000000ull, &us, &dt) == 600);
+	assert_int_equal(us, 300);
+	assert_true(dt == 0.5);
+	/* the cgroup's larger delta wins, though its total is the smaller */
+	rd.stall_us += 10;
+	rd.cg_stall_us += 2000;
+	assert_true(psi_stall_step(&st, &rd, 2500000000ull, NULL, NULL) == 2000);
+	/* a total that went back counts 0 */
+	rd.stall_us -= 50;
+	rd.cg_stall_us += 7;
+	assert_true(psi_stall_step(&st, &rd, 3500000000ull, &us, NULL) == 7);
+	assert_int_equal(us, 7);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -205,6 +234,7 @@ int main(void)
 	    cmocka_unit_test(test_reserve_gives_back),
 	    cmocka_unit_test(test_grow_capped_by_room),
 	    cmocka_unit_test(test_psi_parse),
+	    cmocka_unit_test(test_psi_stall),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

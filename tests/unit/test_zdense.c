@@ -288,6 +288,57 @@ static void test_frames_reused(void **state)
 	zdense_destroy(zd);
 }
 
+/*
+ * An elastic tier (local_mb = auto): a budget set below what is stored drops
+ * nothing and takes no new block; trim gives the free units' memory back down
+ * to the budget; the budget raised again stores again.
+ */
+static void test_limit_and_trim(void **state)
+{
+	struct zdense *zd = zdense_create(2048);
+	static uint64_t h[3000];
+	static unsigned char buf[4096];
+	struct zalloc_stats s;
+	uint64_t x, touched, n;
+	unsigned i;
+	int rc = 0;
+
+	(void)state;
+	for (i = 0; i < 3000; i++)
+		h[i] = put(zd, i & 1, 100 + (i * 37) % 3000, i);
+	s = stats(zd);
+	touched = s.frames_touched;
+	assert_true(s.frames > 64);
+	zdense_set_limit(zd, 64);
+	s = stats(zd);
+	assert_int_equal(s.max_frames, 64);
+	for (i = 0; i < 3000; i++)
+		check(zd, h[i], 100 + (i * 37) % 3000, i);
+	/* nothing free yet: nothing to give back */
+	assert_int_equal(zdense_trim(zd, 64, UINT64_MAX), 0);
+	for (i = 0; i < 3000; i++)
+		zdense_release(zd, h[i]);
+	/* a bounded call, then the rest */
+	n = zdense_trim(zd, 64, 8);
+	assert_true(n >= 8 && n < 16);
+	n += zdense_trim(zd, 64, UINT64_MAX);
+	s = stats(zd);
+	assert_true(s.frames_touched <= 64);
+	assert_int_equal(n, touched - s.frames_touched);
+	/* under the budget: stores until refused, never past 64 frames */
+	memset(buf, 7, sizeof(buf));
+	for (i = 0; i < 10000 && rc == 0; i++)
+		rc = zdense_store(zd, false, buf, 2000, (struct zbud_ref){1, i}, &x);
+	assert_int_equal(rc, -ENOSPC);
+	s = stats(zd);
+	assert_true(s.frames <= 64);
+	assert_true(s.frames >= 60);
+	/* raised again: room again */
+	zdense_set_limit(zd, 2048);
+	assert_int_equal(zdense_store(zd, false, buf, 2000, (struct zbud_ref){2, 0}, &x), 0);
+	zdense_destroy(zd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -299,6 +350,7 @@ int main(void)
 	    cmocka_unit_test(test_huge),
 	    cmocka_unit_test(test_bad_handles),
 	    cmocka_unit_test(test_frames_reused),
+	    cmocka_unit_test(test_limit_and_trim),
 	};
 
 	const struct zalloc_ops *ops = zalloc_ops(ZALLOC_DENSE);

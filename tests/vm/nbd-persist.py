@@ -26,9 +26,12 @@ import struct
 import sys
 import time
 
-# NBD handshake (fixed newstyle)
-NBDMAGIC, IHAVEOPT = 0x4E42444D41474943, 0x49484156454F5054
-OPT_GO, REP_ACK, REP_INFO, INFO_EXPORT = 7, 1, 3, 0
+# the NBD handshake is tests/integration/nbd_handshake.py's (the tree is at the
+# same path in the VM); no __pycache__ in the tree
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+import nbd_handshake  # noqa: E402
+
 # generic netlink
 NETLINK_GENERIC, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP = 16, 270, 1
 NLM_F_REQUEST, NLM_F_ACK, NLMSG_ERROR = 1, 4, 2
@@ -48,37 +51,10 @@ def log(msg):
     sys.stderr.flush()
 
 
-def recvn(s, n):
-    b = bytearray()
-    while len(b) < n:
-        k = s.recv(n - len(b))
-        if not k:
-            raise EOFError("closed after %d of %d bytes" % (len(b), n))
-        b += k
-    return bytes(b)
-
-
 def dial(path, export):
-    """Connect and negotiate; return (socket, size, transmission flags)."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(30)
-    s.connect(path)
-    magic, opt, _ = struct.unpack(">QQH", recvn(s, 18))
-    if magic != NBDMAGIC or opt != IHAVEOPT:
-        raise OSError("bad greeting")
-    s.sendall(struct.pack(">I", 3))  # FIXED_NEWSTYLE | NO_ZEROES
-    s.sendall(struct.pack(">QII", IHAVEOPT, OPT_GO, 4 + len(export) + 2) +
-              struct.pack(">I", len(export)) + export + struct.pack(">H", 0))
-    size = flags = None
-    while True:
-        _, _, typ, ln = struct.unpack(">QIII", recvn(s, 20))
-        data = recvn(s, ln)
-        if typ == REP_INFO and ln >= 12 and struct.unpack(">H", data[:2])[0] == INFO_EXPORT:
-            size, flags = struct.unpack(">QH", data[2:12])
-        if typ != REP_INFO:
-            break
-    if typ != REP_ACK or size is None:
-        raise OSError("OPT_GO refused (reply type %#x)" % typ)
+    """Connect and negotiate; return (socket, size, transmission flags), the
+    socket blocking again for the kernel."""
+    s, size, flags = nbd_handshake.dial(path, export)
     s.settimeout(None)
     return s, size, flags
 

@@ -309,5 +309,8 @@ void report(const struct result *res, bool pass, const char *why);
 void judge_floors(struct result *res);
 /* PASS or FAIL: why gets the reasons (or what passed). @return true for PASS. */
 bool judge(const struct result *res, char *why, size_t len);
+/* Append one reason to why (len bytes, NUL-terminated), after "; " if it
+ * holds one already; cut short when full. */
+void add_why(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif /* RAMSTER_TOOLS_DRILL_H */

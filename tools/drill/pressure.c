@@ -27,22 +27,6 @@
 #define PR_GIVE_MS  10000
 #define PR_BACK_MB  128 /* after the hog: the lender lends this much again */
 
-static void add_reason(char *why, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void add_reason(char *why, size_t len, const char *fmt, ...)
-{
-	size_t n = strlen(why);
-	va_list ap;
-
-	if (n && n + 2 < len)
-		n += (size_t)snprintf(why + n, len - n, "; ");
-	if (n >= len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(why + n, len - n, fmt, ap);
-	va_end(ap);
-}
-
 static bool cg_v2(void)
 {
 	return access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0;
@@ -204,8 +188,8 @@ int drill_pressure(void)
 	     (unsigned long long)wrote, (now_ms() - t0) / 1e3, mib(used),
 	     (unsigned long long)node_stat(2, "foreign_pages"));
 	if (used == NOSTAT || used < (uint64_t)PR_HOLD_MB << 20)
-		add_reason(why, sizeof(why), "n2 held %.0f MiB before the hog, not %u", mib(used),
-			   PR_HOLD_MB);
+		add_why(why, sizeof(why), "n2 held %.0f MiB before the hog, not %u", mib(used),
+			PR_HOLD_MB);
 
 	/* n3 joins: room for what n2 gives back */
 	node_start(3);
@@ -257,20 +241,20 @@ int drill_pressure(void)
 	     mib(cg_read("memory.current", "memory.usage_in_bytes")),
 	     hog_dead ? "the hog DIED" : "the hog lives");
 	if (hog_dead)
-		add_reason(why, sizeof(why), "the hog died (%s)",
-			   WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) : "exited");
+		add_why(why, sizeof(why), "the hog died (%s)",
+			WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) : "exited");
 	if (t_given < 0 || (t_full >= 0 && t_given > t_full + PR_GIVE_MS))
-		add_reason(why, sizeof(why), "n2 still lent %.0f MiB %u s after the hog was full",
-			   mib(used), PR_GIVE_MS / 1000);
+		add_why(why, sizeof(why), "n2 still lent %.0f MiB %u s after the hog was full",
+			mib(used), PR_GIVE_MS / 1000);
 
 	/* every page back */
 	set_verify(r, SET_A, 0, n, &t, false);
 	note("read back %llu pages: %llu lost, %llu wrong", (unsigned long long)t.verified,
 	     (unsigned long long)t.lost, (unsigned long long)t.wrong);
 	if (t.lost || t.wrong || t.errors)
-		add_reason(why, sizeof(why), "%llu lost, %llu wrong, %llu errors",
-			   (unsigned long long)t.lost, (unsigned long long)t.wrong,
-			   (unsigned long long)t.errors);
+		add_why(why, sizeof(why), "%llu lost, %llu wrong, %llu errors",
+			(unsigned long long)t.lost, (unsigned long long)t.wrong,
+			(unsigned long long)t.errors);
 
 	/* the hog goes: the lender lends again */
 	if (run.hog) {
@@ -286,8 +270,7 @@ int drill_pressure(void)
 		}
 	}
 	if (t_back < 0)
-		add_reason(why, sizeof(why), "n2 did not lend %u MiB again within 20 s",
-			   PR_BACK_MB);
+		add_why(why, sizeof(why), "n2 did not lend %u MiB again within 20 s", PR_BACK_MB);
 
 	pass = !why[0];
 	printf("\n== drill pressure: n2 lends with donate_mb = auto in a %u MiB cgroup; a hog "

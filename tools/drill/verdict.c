@@ -12,10 +12,7 @@
 
 #include "tools/drill/drill.h"
 
-/* Append one reason to why. */
-static void add_why(char *why, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void add_why(char *why, size_t len, const char *fmt, ...)
+void add_why(char *why, size_t len, const char *fmt, ...)
 {
 	size_t n = strlen(why);
 	va_list ap;
