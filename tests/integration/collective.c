@@ -265,6 +265,34 @@ int coll_wait_up(const struct coll *c, int i, size_t want, unsigned ms)
 	return coll_wait_peers(&c->h[i], want, ms);
 }
 
+const char *coll_lie_daemon(void)
+{
+	static char path[512];
+	const char *bin = getenv("RAMSTER_BIN");
+
+	snprintf(path, sizeof(path), "%s/../tests/ramsterd-lie", bin && *bin ? bin : "build/bin");
+	return path;
+}
+
+ramster *coll_wait_warm(const struct harness *h, unsigned ms)
+{
+	uint64_t end = harness_now_ms() + ms;
+	ramster *r;
+
+	do {
+		r = harness_connect(h);
+		if (r) {
+			uint64_t warm = 0;
+
+			if (harness_stat(r, "restart_warm", &warm) == 0 && warm == 1)
+				return r;
+			ramster_close(r);
+		}
+		usleep(20000);
+	} while (harness_now_ms() < end);
+	return NULL;
+}
+
 int coll_stat(const struct coll *c, int i, const char *name, uint64_t *value)
 {
 	ramster *r = harness_connect(&c->h[i]);

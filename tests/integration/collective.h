@@ -116,6 +116,15 @@ int coll_peers_up(const struct harness *h);
  */
 int coll_wait_peers(const struct harness *h, size_t want, unsigned ms);
 
+/* $RAMSTER_BIN/../tests/ramsterd-lie: the daemon with the lying holder (the Makefile's). */
+const char *coll_lie_daemon(void);
+
+/*
+ * Wait up to ms until the daemon h, re-executed (a warm restart: the same
+ * pid), answers with restart_warm 1. @return a connection to it, or NULL.
+ */
+ramster *coll_wait_warm(const struct harness *h, unsigned ms);
+
 /* coll_wait_peers() for node i. */
 int coll_wait_up(const struct coll *c, int i, size_t want, unsigned ms);
 

@@ -53,16 +53,6 @@ static void page_of(unsigned i, unsigned char *p, unsigned version)
 	harness_page_text(p, (uint64_t)i * 7 + version * 1000003ull);
 }
 
-/* The daemon with the lying holder (Makefile: $(BUILD)/tests/ramsterd-lie). */
-static const char *lie_daemon(void)
-{
-	static char path[512];
-	const char *bin = getenv("RAMSTER_BIN");
-
-	snprintf(path, sizeof(path), "%s/../tests/ramsterd-lie", bin && *bin ? bin : "build/bin");
-	return path;
-}
-
 /* alpha (1 MiB tier) and nodes - 1 peers, redundancy = ec 2+1; node 1 lies when lie is set. */
 static void start_all(struct coll *t, int nodes, const char *lie)
 {
@@ -79,7 +69,7 @@ static void start_all(struct coll *t, int nodes, const char *lie)
 	for (i = nodes - 1; i >= 0; i--) {
 		if (i == 1 && lie) {
 			setenv("RAMSTER_TEST_HOLDER_LIE", lie, 1);
-			setenv("RAMSTER_DAEMON", lie_daemon(), 1);
+			setenv("RAMSTER_DAEMON", coll_lie_daemon(), 1);
 		}
 		assert_int_equal(coll_start(t, i), 0);
 		unsetenv("RAMSTER_TEST_HOLDER_LIE");
@@ -149,24 +139,19 @@ static void wait_remote(struct coll *t)
 					10000 * SLOW), 0);
 }
 
-/* Wait until the re-executed node answers warm (the same pid: an exec keeps it). */
-static ramster *wait_back(struct harness *h)
+/* The collective started, alpha's pages put in a new persistent pool and most of them remote. */
+static ramster *start_and_fill(struct coll *t, int nodes, const char *lie, int *pool)
 {
-	uint64_t end = harness_now_ms() + 20000 * SLOW;
 	ramster *r;
 
-	do {
-		r = harness_connect(h);
-		if (r) {
-			uint64_t warm = 0;
-
-			if (harness_stat(r, "restart_warm", &warm) == 0 && warm == 1)
-				return r;
-			ramster_close(r);
-		}
-		usleep(20000);
-	} while (harness_now_ms() < end);
-	return NULL;
+	start_all(t, nodes, lie);
+	r = harness_connect(&t->h[0]);
+	assert_non_null(r);
+	*pool = ramster_pool_new(r, RAMSTER_PERSISTENT, NULL);
+	assert_true(*pool >= 0);
+	put_all(r, *pool, 1);
+	wait_remote(t);
+	return r;
 }
 
 static void test_ec_kill_repair_restart(void **state)
@@ -177,13 +162,7 @@ static void test_ec_kill_repair_restart(void **state)
 	ramster *r, *ops;
 	int pool, i, first = 0, second = 0;
 
-	start_all(t, 5, NULL);
-	r = harness_connect(&t->h[0]);
-	assert_non_null(r);
-	pool = ramster_pool_new(r, RAMSTER_PERSISTENT, NULL);
-	assert_true(pool >= 0);
-	put_all(r, pool, 1);
-	wait_remote(t);
+	r = start_and_fill(t, 5, NULL, &pool);
 	/* the remote pages first: more may be placed between the two reads */
 	remote = stat_of(t, 0, "tier_remote_pages");
 	frags = stat_of(t, 0, "remote_ec_fragments_placed");
@@ -207,7 +186,7 @@ static void test_ec_kill_repair_restart(void **state)
 		 1000 * SLOW, 12000 * SLOW);
 	assert_int_equal(coll_write_conf(t, 0), 0);
 	assert_int_equal(kill(t->h[0].pid, SIGUSR2), 0);
-	ops = wait_back(&t->h[0]);
+	ops = coll_wait_warm(&t->h[0], 20000 * SLOW);
 	assert_non_null(ops);
 	ramster_close(ops);
 	bad = check_all(r, pool, 1, &eio);
@@ -259,9 +238,7 @@ static void test_ec_liar(void **state)
 	ramster *r;
 	int pool;
 
-	start_all(t, 4, "garbage");
-	r = harness_connect(&t->h[0]);
-	assert_non_null(r);
+	r = start_and_fill(t, 4, "garbage", &pool);
 	{
 		/* `ramsterctl status` names the code */
 		struct ramster_kv *kv = NULL;
@@ -277,10 +254,6 @@ static void test_ec_liar(void **state)
 		ramster_kv_free(kv, n);
 		assert_true(seen);
 	}
-	pool = ramster_pool_new(r, RAMSTER_PERSISTENT, NULL);
-	assert_true(pool >= 0);
-	put_all(r, pool, 1);
-	wait_remote(t);
 	bad = check_all(r, pool, 1, &eio);
 	fprintf(stderr,
 		"  a lying holder of every page's fragment: %u pages not identical, %u -EIO, "
@@ -308,13 +281,7 @@ static void test_ec_read_extra(void **state)
 	int pool;
 
 	snprintf(t->extra, sizeof(t->extra), "ec_read_extra = 1\n");
-	start_all(t, 4, NULL);
-	r = harness_connect(&t->h[0]);
-	assert_non_null(r);
-	pool = ramster_pool_new(r, RAMSTER_PERSISTENT, NULL);
-	assert_true(pool >= 0);
-	put_all(r, pool, 1);
-	wait_remote(t);
+	r = start_and_fill(t, 4, NULL, &pool);
 	got0 = stat_of(t, 0, "remote_ec_fragments_got");
 	gets0 = stat_of(t, 0, "remote_ec_gets");
 	assert_int_equal(check_all(r, pool, 1, &eio), 0);

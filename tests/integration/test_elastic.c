@@ -293,7 +293,7 @@ static void test_local_auto(void **state)
 	coll_set_node(c, 0, "one", -1, 0);
 	coll_set_node(c, 1, "two", 16, 256);
 	snprintf(c->node[0].extra, sizeof(c->node[0].extra),
-		 "local_min_mb = 8\nlocal_max_mb = 64\nreserve_mb = 256\n");
+		 "local_min_mb = 8\nlocal_max_mb = 64\nreserve_mb = 1024\n");
 	assert_int_equal(coll_write_confs(c), 0);
 	assert_int_equal(coll_start(c, 1), 0);
 	assert_int_equal(cg_enter(&g), 0);
@@ -329,8 +329,10 @@ static void test_local_auto(void **state)
 		(unsigned long long)(rss0 >> 10), (unsigned long long)(usage >> 20));
 	assert_true(frames0 > 16 * 256); /* more than the tier's floor: kept local */
 
-	/* the room under the limit falls to 128 MiB, half of reserve_mb */
-	assert_int_equal(cg_set_limit(&g, usage + (128ull << 20)), 0);
+	/* the room under the limit falls to 512 MiB, half of reserve_mb (room for the
+	 * daemon's own growth meanwhile: under ASan its quarantine keeps what the
+	 * moves free, and a smaller room had the cgroup OOM-kill it) */
+	assert_int_equal(cg_set_limit(&g, usage + (512ull << 20)), 0);
 	assert_int_equal(coll_wait_stat(c, 0, "tier_frames", 0, frames0 / 4, 20000 * SLOW), 0);
 	/* and the frames' memory goes back (the ticks trim what the tier no longer uses) */
 	(void)coll_wait_stat(c, 0, "tier_frames_touched", 0, touched0 / 2, 10000 * SLOW);
@@ -347,8 +349,11 @@ static void test_local_auto(void **state)
 	assert_true(stat_of(c, 0, "elastic_tier_reserve_shrinks") > 0);
 	assert_true(stat_of(c, 0, "tier_trimmed_frames") > 0);
 	assert_true(stat_of(c, 0, "tier_frames_touched") <= touched0 / 2);
-	/* the memory really went: at least half of what the frames gave back */
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+	/* the memory really went: at least half of what the frames gave back (a
+	 * sanitizer's allocator keeps what is freed meanwhile: the RSS says nothing) */
 	assert_true(rss1 + (touched0 - stat_of(c, 0, "tier_frames_touched")) * 4 / 2 <= rss0);
+#endif
 	for (i = 0; i < n; i++) {
 		struct ramster_oid oid = harness_oid(24, i / 64);
 

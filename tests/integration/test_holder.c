@@ -41,16 +41,6 @@ static uint64_t stat_of(struct coll *t, int node, const char *name)
 }
 
 /* alpha and beta (the liar, mode lie), and an honest gamma when nodes is 3 (replicas 2) */
-/* $RAMSTER_BIN/../tests/ramsterd-lie: the daemon with the lying holder (the Makefile's). */
-static const char *lie_daemon(void)
-{
-	static char path[512];
-	const char *bin = getenv("RAMSTER_BIN");
-
-	snprintf(path, sizeof(path), "%s/../tests/ramsterd-lie", bin && *bin ? bin : "build/bin");
-	return path;
-}
-
 static void start_all(struct coll *t, int nodes, const char *lie)
 {
 	int i;
@@ -69,7 +59,7 @@ static void start_all(struct coll *t, int nodes, const char *lie)
 			/* the lying holder is test-only code, in its own daemon
 			 * (Makefile: $(BUILD)/tests/ramsterd-lie), not in ramsterd */
 			setenv("RAMSTER_TEST_HOLDER_LIE", lie, 1);
-			setenv("RAMSTER_DAEMON", lie_daemon(), 1);
+			setenv("RAMSTER_DAEMON", coll_lie_daemon(), 1);
 		}
 		assert_int_equal(coll_start(t, i), 0);
 		unsetenv("RAMSTER_TEST_HOLDER_LIE");

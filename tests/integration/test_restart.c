@@ -82,26 +82,6 @@ static unsigned check_all(ramster *r, int priv, int shared, unsigned *eio)
 	return bad;
 }
 
-/* Wait until the re-executed node answers (the same pid: an exec keeps it). */
-static ramster *wait_back(struct harness *h)
-{
-	uint64_t end = harness_now_ms() + 20000 * SLOW;
-	ramster *r;
-
-	do {
-		r = harness_connect(h);
-		if (r) {
-			uint64_t warm = 0;
-
-			if (harness_stat(r, "restart_warm", &warm) == 0 && warm == 1)
-				return r;
-			ramster_close(r);
-		}
-		usleep(20000);
-	} while (harness_now_ms() < end);
-	return NULL;
-}
-
 static void test_warm_restart(void **state)
 {
 	static const unsigned char uuid[16] = "restart-shared-1";
@@ -127,7 +107,7 @@ static void test_warm_restart(void **state)
 	/* the restart, while the client is connected */
 	t0 = harness_now();
 	assert_int_equal(kill(h.pid, SIGUSR2), 0);
-	ops = wait_back(&h);
+	ops = coll_wait_warm(&h, 20000 * SLOW);
 	assert_non_null(ops);
 	fprintf(stderr,
 		"  node back (warm) after %.0f ms: %llu pools, %llu pages in %llu us "
@@ -226,7 +206,7 @@ static void test_restart_op(void **state)
 	assert_int_equal(ramster_restart(ops, &kv, &n), 0);
 	ramster_kv_free(kv, n);
 	ramster_close(ops);
-	ops = wait_back(&h);
+	ops = coll_wait_warm(&h, 20000 * SLOW);
 	assert_non_null(ops);
 	assert_int_equal(ramster_get(r, pool, &oid, 3, back), 0);
 	assert_memory_equal(p, back, PAGE);
@@ -310,7 +290,7 @@ static void test_collective_warm(void **state)
 
 	/* the holder restarts */
 	assert_int_equal(kill(c->h[1].pid, SIGUSR2), 0);
-	ops = wait_back(&c->h[1]);
+	ops = coll_wait_warm(&c->h[1], 20000 * SLOW);
 	assert_non_null(ops);
 	fprintf(stderr, "  holder back warm: %llu pages held for the owner kept (of %llu), "
 		"%llu peers\n",
@@ -333,7 +313,7 @@ static void test_collective_warm(void **state)
 	ramster_kv_free(kv, n);
 	ramster_close(ops);
 	assert_int_equal(rc, 0);
-	ops = wait_back(&c->h[0]);
+	ops = coll_wait_warm(&c->h[0], 20000 * SLOW);
 	assert_non_null(ops);
 	assert_int_equal(stat_of(ops, "restart_peers"), 1);
 	assert_true(stat_of(ops, "restart_pages") >= 1);
