@@ -279,7 +279,7 @@ done
 echo "(remote: alpha's tier_remote_pages; holders pages: the sum of the 6 peers' foreign_pages"
 echo " (copies, or fragments); held/page: that over remote; bytes, RAM, charged B/page: the sum"
 echo " of the peers' foreign_bytes, foreign_ram, foreign_used over remote, read at the same"
-echo " moment, the same pages in every mode (foreign_ram counts whole 1 MiB arena chunks,"
+echo " moment, the same pages in every mode (foreign_ram counts whole 256 KiB arena chunks,"
 echo " foreign_used the budget's charge: bytes + records, no chunk tails); owner: alpha's replica"
 echo " table (tier_replica_bytes: chunks of 4096 records, never shrunk) over remote, not in RAM)"
 echo

@@ -1,7 +1,7 @@
 /*
  * arena.c - chunks carved into size-classed blocks (arena.h).
  *
- * A block of class k is (k + 1) * ARENA_ALIGN (16) bytes. A freed block goes on its class's
+ * A block of class k is (k + 1) * ARENA_ALIGN (8) bytes. A freed block goes on its class's
  * free list (linked through its first word) and is the next one that class
  * hands out; new blocks are cut from the newest chunk, and a chunk's tail too
  * short for a block is left unused.

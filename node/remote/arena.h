@@ -1,8 +1,15 @@
 /*
  * arena.h - the memory of one owner's pages in the foreign store: chunks of
- * ARENA_CHUNK bytes, carved into blocks of 16-byte size classes (16, not
- * 64: a page's record and bytes waste 8 bytes on average, not 32, which is
- * 4 % of a real-memory page of ~850 bytes; RDMA reads need no alignment).
+ * ARENA_CHUNK bytes, carved into blocks of 8-byte size classes (8, not 64:
+ * a page's record and bytes waste 4 bytes on average, not 32, which is 4 %
+ * of a real-memory page of ~850 bytes, and under ec 4+2 a fragment is ~500
+ * bytes; the record's pointers need 8, RDMA reads need no alignment).
+ *
+ * 256 KiB chunks, not 1 MiB: each owner's newest chunk is partly cut, and
+ * with an RDMA link it is registered (pinned) whole; a holder keeps one such
+ * tail for every owner, so the tail is what a small holder wastes. More
+ * chunks mean more memory regions on an RDMA device (4096 a GiB held), far
+ * below a device's limit, and a finer give back (arena_evacuate).
  *
  * Chunks are mapped on their own; an evacuating chunk is unmapped when its
  * last block goes (arena_evacuate: an elastic node giving memory back).
@@ -22,8 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ARENA_CHUNK (1u << 20)
-#define ARENA_ALIGN 16u
+#define ARENA_CHUNK (1u << 18)
+#define ARENA_ALIGN 8u
 #define ARENA_BLOCK_MAX 8192u /* the largest block */
 
 struct arena_hooks {
@@ -40,7 +47,7 @@ struct arena *arena_create(const struct arena_hooks *hooks, void *arg, uint32_t 
 /* Free every chunk (chunk_del each first) and the arena. NULL ok. */
 void arena_destroy(struct arena *a);
 
-/* @return a block of at least len (1..ARENA_BLOCK_MAX) bytes, 16-byte aligned, or NULL. */
+/* @return a block of at least len (1..ARENA_BLOCK_MAX) bytes, 8-byte aligned, or NULL. */
 void *arena_alloc(struct arena *a, size_t len);
 
 /* Give back a block of arena_alloc(len) (the same len). */

@@ -21,12 +21,13 @@
 
 #define FOREIGN_PAGE_MAX 4160 /* a sealed page (node/remote/seal.h), opaque here */
 #define FOREIGN_HTAB_MIN 64   /* buckets; a power of two */
+_Static_assert(FOREIGN_PAGE_MAX < (1 << 15), "a page record keeps len in 15 bits");
 
 /*
  * What the budget is charged. A page costs its bytes plus its header; each
  * hashed record (page, object) also pays for two bucket slots, since a
- * table holds between count and 4 * count buckets (grown at load 1, shrunk
- * below load 1/4). Object and pool records are charged while they exist so
+ * table holds between count / 2 and 2 * count buckets (grown above load 2,
+ * shrunk below load 1/2). Object and pool records are charged while they exist so
  * that a peer cannot spend our memory on many one-byte objects. malloc's
  * own chunk headers are not counted.
  */
@@ -36,15 +37,21 @@
 
 /* ---- structures (lists: common/list.h, circular) ------------------------ */
 
+/*
+ * A hashed record's link. The hash is not kept in it: a page record is the
+ * record the store holds most of (K+M of them a page under ec), and 8 bytes
+ * of it are 1 % of the RAM a fragment costs. A table recomputes a node's hash
+ * (hash_of) when it resizes or removes, a few multiplies.
+ */
 struct foreign_hnode {
 	struct foreign_hnode *next; /* next in the bucket */
-	uint64_t hash;		    /* kept so that resizing never rehashes */
 };
 
 struct foreign_htab {
 	struct foreign_hnode **b;
 	size_t mask;  /* buckets - 1 */
 	size_t count; /* nodes held */
+	uint64_t (*hash_of)(const struct foreign_hnode *n);
 };
 
 struct foreign_pool {
@@ -60,6 +67,7 @@ struct foreign_obj {
 	struct list_head pool_link; /* on pool->objs */
 	struct list_head pages;	    /* its pages, never empty while it exists */
 	struct foreign_pool *pool;
+	uint64_t hash;		    /* hash_obj of its key; its pages' hashes derive from it */
 	uint64_t oid[3];
 };
 
@@ -69,9 +77,9 @@ struct foreign_page {
 	struct foreign_obj *obj;
 	uint32_t index;
 	uint32_t checksum;
-	uint16_t len;
-	bool pers;
-	unsigned char data[]; /* len bytes, in the same allocation */
+	uint16_t len : 15; /* <= FOREIGN_PAGE_MAX */
+	uint16_t pers : 1;
+	unsigned char data[]; /* len bytes, in the same allocation: the header is 42 bytes */
 };
 
 struct foreign_owner {
@@ -139,14 +147,27 @@ static uint64_t hash_page(uint64_t obj_hash, uint32_t index)
 	return hash_final(hash_mix(obj_hash, index));
 }
 
+static uint64_t obj_hash_of(const struct foreign_hnode *n)
+{
+	return container_of(n, struct foreign_obj, hnode)->hash;
+}
+
+static uint64_t page_hash_of(const struct foreign_hnode *n)
+{
+	const struct foreign_page *p = container_of(n, struct foreign_page, hnode);
+
+	return hash_page(p->obj->hash, p->index);
+}
+
 /* @return 0, -ENOMEM. */
-static int htab_init(struct foreign_htab *t)
+static int htab_init(struct foreign_htab *t, uint64_t (*hash_of)(const struct foreign_hnode *))
 {
 	t->b = calloc(FOREIGN_HTAB_MIN, sizeof(*t->b));
 	if (!t->b)
 		return -ENOMEM;
 	t->mask = FOREIGN_HTAB_MIN - 1;
 	t->count = 0;
+	t->hash_of = hash_of;
 	return 0;
 }
 
@@ -161,9 +182,11 @@ static void htab_resize(struct foreign_htab *t, size_t size)
 		return; /* a fuller table is slower, not wrong */
 	for (i = 0; i <= t->mask; i++) {
 		for (n = t->b[i]; n; n = next) {
+			size_t j = t->hash_of(n) & (size - 1);
+
 			next = n->next;
-			n->next = nb[n->hash & (size - 1)];
-			nb[n->hash & (size - 1)] = n;
+			n->next = nb[j];
+			nb[j] = n;
 		}
 	}
 	free(t->b);
@@ -180,24 +203,23 @@ static void htab_insert(struct foreign_htab *t, struct foreign_hnode *n, uint64_
 {
 	struct foreign_hnode **head;
 
-	n->hash = hash;
 	head = &t->b[hash & t->mask];
 	n->next = *head;
 	*head = n;
-	if (++t->count > t->mask + 1)
+	if (++t->count > 2 * (t->mask + 1))
 		htab_resize(t, (t->mask + 1) * 2);
 }
 
 /* n must be in t. */
 static void htab_remove(struct foreign_htab *t, struct foreign_hnode *n)
 {
-	struct foreign_hnode **pp = &t->b[n->hash & t->mask];
+	struct foreign_hnode **pp = &t->b[t->hash_of(n) & t->mask];
 
 	while (*pp != n)
 		pp = &(*pp)->next;
 	*pp = n->next;
 	n->next = NULL;
-	if (--t->count < (t->mask + 1) / 4 && t->mask + 1 > FOREIGN_HTAB_MIN)
+	if (--t->count < (t->mask + 1) / 2 && t->mask + 1 > FOREIGN_HTAB_MIN)
 		htab_resize(t, (t->mask + 1) / 2);
 }
 
@@ -236,7 +258,7 @@ static struct foreign_obj *obj_find(struct foreign *f, const struct foreign_key 
 
 	for (n = htab_first(&f->objs, hash); n; n = n->next) {
 		o = container_of(n, struct foreign_obj, hnode);
-		if (n->hash == hash && obj_match(o, k))
+		if (o->hash == hash && obj_match(o, k))
 			return o;
 	}
 	return NULL;
@@ -249,7 +271,7 @@ static struct foreign_page *page_find(struct foreign *f, const struct foreign_ke
 
 	for (n = htab_first(&f->pages, hash); n; n = n->next) {
 		p = container_of(n, struct foreign_page, hnode);
-		if (n->hash == hash && p->index == k->index && obj_match(p->obj, k))
+		if (p->index == k->index && obj_match(p->obj, k))
 			return p;
 	}
 	return NULL;
@@ -341,9 +363,9 @@ struct foreign *foreign_create(uint64_t budget)
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		goto fail;
-	if (htab_init(&f->pages))
+	if (htab_init(&f->pages, page_hash_of))
 		goto free_f;
-	if (htab_init(&f->objs))
+	if (htab_init(&f->objs, obj_hash_of))
 		goto free_pages;
 	for (i = 0; i <= CONFIG_NODES_MAX; i++)
 		list_init(&f->owners[i].pools);
@@ -458,6 +480,7 @@ int foreign_put_at(struct foreign *f, const struct foreign_key *k, bool pers, co
 			goto free_pool;
 		list_init(&o->pages);
 		o->pool = pool;
+		o->hash = ohash;
 		memcpy(o->oid, k->oid, sizeof(o->oid));
 		if (new_pool)
 			list_add_tail(&f->owners[k->owner].pools, &new_pool->owner_link);
@@ -468,7 +491,7 @@ int foreign_put_at(struct foreign *f, const struct foreign_key *k, bool pers, co
 	p->obj = o;
 	p->index = k->index;
 	p->checksum = checksum;
-	p->len = (uint16_t)len;
+	p->len = len & 0x7fff;
 	p->pers = pers;
 	memcpy(p->data, data, len);
 	list_add_tail(&o->pages, &p->obj_link);

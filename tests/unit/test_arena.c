@@ -1,6 +1,6 @@
 /*
  * test_arena.c - the foreign store's chunked memory (node/remote/arena.c): blocks
- * are 16-byte aligned, never overlap, are reused by size class, chunks are
+ * are 8-byte aligned, never overlap, are reused by size class, chunks are
  * announced as made and withdrawn before they are freed, and bad lengths get
  * nothing.
  */
@@ -71,7 +71,8 @@ static void test_blocks(void **state)
 		assert_int_equal(p[i][len - 1], i & 0xff);
 	}
 	assert_int_equal(arena_blocks(a), N);
-	assert_true(arena_chunks(a) >= 6); /* ~6.3 MB of blocks in 1 MiB chunks */
+	/* ~6.3 MB of blocks */
+	assert_true(arena_chunks(a) >= 6300000 / ARENA_CHUNK);
 	assert_int_equal(seen.added, (int)arena_chunks(a));
 	assert_int_equal(seen.last_tag, 7);
 	assert_int_equal(seen.last_len, ARENA_CHUNK);
@@ -81,11 +82,11 @@ static void test_blocks(void **state)
 	/* a freed block is the next of its class */
 	arena_free(a, p[10], 1 + (10 * 37) % 4200);
 	assert_ptr_equal(arena_alloc(a, 1 + (10 * 37) % 4200), p[10]);
-	/* same class, other length: still reused */
+	/* same class, other length: still reused (38 bytes: the 40-byte class) */
 	arena_free(a, p[1], 38);
-	assert_ptr_equal(arena_alloc(a, 48), p[1]);
-	arena_free(a, p[1], 48);
-	assert_ptr_not_equal(arena_alloc(a, 49), p[1]);
+	assert_ptr_equal(arena_alloc(a, 40), p[1]);
+	arena_free(a, p[1], 40);
+	assert_ptr_not_equal(arena_alloc(a, 41), p[1]);
 	assert_int_equal(arena_blocks(a), N);
 
 	arena_destroy(a);
@@ -101,7 +102,7 @@ static void test_blocks(void **state)
  */
 static void test_evacuate(void **state)
 {
-	enum { N = 4000, LEN = 1000 };
+	enum { N = 4000, LEN = 1000, PER = ARENA_CHUNK / LEN /* blocks a chunk */ };
 	static unsigned char *p[N];
 	struct arena *a;
 	size_t chunks, marked, evac;
@@ -116,15 +117,16 @@ static void test_evacuate(void **state)
 	}
 	chunks = arena_chunks(a);
 	assert_true(chunks >= 3);
+	assert_true(N / PER >= 8);
 	/* a chunk emptied whole, its blocks on the free lists: evacuated, it goes at once */
 	{
 		struct arena *b = arena_create(NULL, NULL, 1);
-		void *q[1100];
+		void *q[PER + 60];
 		int j;
 
-		for (j = 0; j < 1100; j++)
-			q[j] = arena_alloc(b, LEN); /* 1,040 a chunk: two chunks */
-		for (j = 0; j < 1040; j++)
+		for (j = 0; j < PER + 60; j++)
+			q[j] = arena_alloc(b, LEN); /* two chunks */
+		for (j = 0; j < PER; j++)
 			arena_free(b, q[j], LEN);
 		assert_int_equal(arena_chunks(b), 2);
 		/* the empty one is the emptiest: gone; it freed no live byte, so the other is
@@ -143,9 +145,14 @@ static void test_evacuate(void **state)
 			p[i] = NULL;
 		}
 	assert_int_equal(arena_chunks(a), chunks);
-	/* ~65 live blocks of 1008 bytes a chunk: 100,000 bytes take two chunks */
-	marked = arena_evacuate(a, 100000);
-	assert_true(marked >= 100000);
+	/*
+	 * PER / 16 live blocks a full chunk; the newest chunk holds N % PER
+	 * blocks (70 of 262), so a sixteenth of those: it is the emptiest and
+	 * short of a full chunk's live bytes, which the next emptiest brings.
+	 */
+	assert_true(N % PER < PER / 2);
+	marked = arena_evacuate(a, (size_t)LEN * (PER / 16));
+	assert_true(marked >= (size_t)LEN * (PER / 16));
 	evac = arena_evac_chunks(a);
 	assert_int_equal(evac, 2);
 	/* new blocks go elsewhere */
