@@ -69,23 +69,53 @@ void erasure_encode(const struct erasure *e, const void *data, size_t len, uint8
 	ec_encode_data((int)flen, (int)e->k, (int)e->m, (unsigned char *)e->tables, src, par);
 }
 
-/*
- * The rows of the inverse of the K fragments had (idx) that give the data
- * fragments, into inv (k x k): inv x had = data. @return 0, -EINVAL.
- */
-static int decode_matrix(const struct erasure *e, const uint8_t *idx, unsigned char *inv)
+/* @return the mask of the K fragments had (idx: distinct, < K + M), or 0 when idx is bad. */
+static uint32_t had_mask(const struct erasure *e, const uint8_t *idx)
 {
-	unsigned char sub[ERASURE_MAX * ERASURE_MAX];
 	uint32_t seen = 0;
 	unsigned i;
 
 	for (i = 0; i < e->k; i++) {
 		if (idx[i] >= e->k + e->m || (seen & (1u << idx[i])))
-			return -EINVAL;
+			return 0;
 		seen |= 1u << idx[i];
+	}
+	return seen;
+}
+
+/*
+ * What decode and rebuild both start with: the length checked, the K
+ * fragments had (idx) as ISA-L's sources, and the rows of the inverse of
+ * their encoding rows, into inv (k x k): inv x had = data. @return 0, -EINVAL.
+ */
+static int decode_begin(const struct erasure *e, const uint8_t *idx, const uint8_t *const *frag,
+			size_t len, unsigned char *inv, unsigned char **src)
+{
+	unsigned char sub[ERASURE_MAX * ERASURE_MAX];
+	unsigned i;
+
+	if (!len || len > ERASURE_DATA_MAX || !had_mask(e, idx))
+		return -EINVAL;
+	for (i = 0; i < e->k; i++) {
 		memcpy(&sub[i * e->k], &e->matrix[idx[i] * e->k], e->k);
+		src[i] = (unsigned char *)frag[i];
 	}
 	return gf_invert_matrix(sub, inv, (int)e->k) ? -EINVAL : 0;
+}
+
+/* The len bytes from the K data fragments (idx a permutation of 0..K-1): no arithmetic. */
+static void decode_data(const struct erasure *e, const uint8_t *idx, const uint8_t *const *frag,
+			size_t len, uint8_t *out)
+{
+	size_t flen = erasure_frag_len(e->k, len);
+	unsigned i;
+
+	for (i = 0; i < e->k; i++) {
+		size_t off = idx[i] * flen;
+
+		if (off < len)
+			memcpy(out + off, frag[i], len - off < flen ? len - off : flen);
+	}
 }
 
 int erasure_decode(const struct erasure *e, const uint8_t *idx, const uint8_t *const *frag,
@@ -100,16 +130,17 @@ int erasure_decode(const struct erasure *e, const uint8_t *idx, const uint8_t *c
 	bool have[ERASURE_MAX] = { false };
 	int rc;
 
-	if (!len || len > ERASURE_DATA_MAX)
-		return -EINVAL;
-	rc = decode_matrix(e, idx, inv);
+	/* the read that asked data fragments first and had them: no matrix at all */
+	if (len && len <= ERASURE_DATA_MAX && had_mask(e, idx) == (1u << e->k) - 1) {
+		decode_data(e, idx, frag, len, out);
+		return 0;
+	}
+	rc = decode_begin(e, idx, frag, len, inv, src);
 	if (rc)
 		return rc;
-	for (i = 0; i < e->k; i++) {
-		src[i] = (unsigned char *)frag[i];
+	for (i = 0; i < e->k; i++)
 		if (idx[i] < e->k)
 			have[idx[i]] = true;
-	}
 	/* the data fragments not had, from the inverse's rows for them */
 	for (i = 0; i < e->k; i++) {
 		if (have[i])
@@ -151,13 +182,12 @@ int erasure_rebuild(const struct erasure *e, const uint8_t *idx, const uint8_t *
 	unsigned i, j;
 	int rc;
 
-	if (!len || len > ERASURE_DATA_MAX || want >= e->k + e->m)
+	if (want >= e->k + e->m)
 		return -EINVAL;
-	rc = decode_matrix(e, idx, inv);
+	rc = decode_begin(e, idx, frag, len, inv, src);
 	if (rc)
 		return rc;
 	for (i = 0; i < e->k; i++) {
-		src[i] = (unsigned char *)frag[i];
 		if (idx[i] == want) {
 			memcpy(out, frag[i], flen);
 			return 0;
