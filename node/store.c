@@ -160,7 +160,8 @@ int store_get(struct store *s, uint32_t pool, const struct tmem_oid *oid, uint32
 	}
 	s->remote_gets++;
 	remote_get(s->remote, &(struct tmem_handle){pool, *oid, index}, pers,
-		   !(info.flags & (TMEM_PERSISTENT | TMEM_SHARED)), pampd, page, cb, arg);
+		   info.flags & (TMEM_PERSISTENT | TMEM_SHARED) ? 0 : REMOTE_GET_DESTRUCTIVE, pampd,
+		   page, cb, arg);
 	return STORE_PENDING;
 }
 

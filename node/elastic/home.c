@@ -133,8 +133,8 @@ static void home_tick(struct ev_loop *loop, ev_timer *w, int revents)
 		hm->inflight++;
 		hm->asked++;
 		/* not destructive: a persistent page read with room comes home */
-		remote_get(hm->r, &hm->batch[i].h, true, false, hm->batch[i].pampd, g->page,
-			   home_got, g);
+		remote_get(hm->r, &hm->batch[i].h, true, REMOTE_GET_BACKGROUND, hm->batch[i].pampd,
+			   g->page, home_got, g);
 	}
 }
 

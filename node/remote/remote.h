@@ -93,12 +93,18 @@ int remote_load_end(struct remote_loader *l);
 /* A finished remote get: 0 (page filled), -ENOENT (miss), -EIO (lost). */
 typedef void (*remote_get_fn)(void *arg, int result);
 
+/* remote_get's flags */
+enum {
+	REMOTE_GET_DESTRUCTIVE = 1, /* a private ephemeral pool's get: the holder drops the page */
+	REMOTE_GET_BACKGROUND = 2,  /* the node's own read (bring_home): not a sign the object is hot */
+};
+
 /*
  * Fetch the remote page pampd (from tmem_get_ex's -EREMOTE) of handle h into
- * page; destructive for a private ephemeral pool. cb runs exactly once on the
- * loop, within request_timeout_ms (possibly before this returns).
+ * page (flags: REMOTE_GET_*). cb runs exactly once on the loop, within
+ * request_timeout_ms (possibly before this returns).
  */
-void remote_get(struct remote *r, const struct tmem_handle *h, bool pers, bool destructive,
+void remote_get(struct remote *r, const struct tmem_handle *h, bool pers, unsigned flags,
 		uint64_t pampd, void *page, remote_get_fn cb, void *arg);
 
 /*

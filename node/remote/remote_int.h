@@ -149,6 +149,7 @@ struct rget {
 	struct remote *r;
 	struct tmem_handle h;
 	bool pers, destructive;
+	bool background; /* REMOTE_GET_BACKGROUND */
 	uint64_t pampd;
 	struct replica_set set;      /* the holders when the get began */
 	uint8_t order[REPLICA_MAX];  /* slots of the live holders to ask, nearest first */

@@ -96,7 +96,7 @@ static void get_finish(struct rget *g, int result, const uint8_t *payload, size_
 			remote_flush_now(r, g->set.node[k], RAMSTER__PEER__OP__P_FLUSH, &g->h);
 	if (res == 0) {
 		r->get_hits++;
-		if (g->pers)
+		if (g->pers && !g->background)
 			note_hot(r, &g->h);
 	}
 	else if (g->pers)
@@ -326,7 +326,7 @@ static void get_ask(struct rget *g)
 	get_finish(g, g->failed ? g->failed : -EHOSTDOWN, NULL, 0);
 }
 
-void remote_get(struct remote *r, const struct tmem_handle *h, bool pers, bool destructive,
+void remote_get(struct remote *r, const struct tmem_handle *h, bool pers, unsigned flags,
 		uint64_t pampd, void *page, remote_get_fn cb, void *arg)
 {
 	struct rget *g = calloc(1, sizeof(*g));
@@ -349,7 +349,8 @@ void remote_get(struct remote *r, const struct tmem_handle *h, bool pers, bool d
 	g->r = r;
 	g->h = *h;
 	g->pers = pers;
-	g->destructive = destructive;
+	g->destructive = flags & REMOTE_GET_DESTRUCTIVE;
+	g->background = flags & REMOTE_GET_BACKGROUND;
 	g->pampd = pampd;
 	g->page = page;
 	g->cb = cb;
