@@ -32,28 +32,15 @@ low=80
 # stall fails that call, so the limit is 5 s here (on no measured path).
 dead_after_ms=1000
 request_timeout_ms=5000
-pin=()
-if [ -n "${RAMSTER_BENCH_CPU:-}" ]; then
-	command -v taskset >/dev/null ||
-		{ echo "bench-collective: RAMSTER_BENCH_CPU needs taskset" >&2; exit 1; }
-	pin=(taskset -c "$RAMSTER_BENCH_CPU")
-fi
+# shellcheck source=tools/bench-nodes.sh
+. "$(dirname "$0")/bench-nodes.sh"
+bench_pin bench-collective
 nodes=(alpha beta gamma)
 pids=()
 dir=$(mktemp -d /tmp/ramster-netbench.XXXXXX) || exit 1
 
 cleanup() {
-	local p
-	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
-	for p in "${pids[@]}"; do
-		for _ in $(seq 50); do
-			kill -0 "$p" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$p" 2>/dev/null
-		wait "$p" 2>/dev/null
-	done
-	pids=()
+	bench_stop
 	rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -72,15 +59,6 @@ die() {
 	exit 1
 }
 
-# alive: every daemon still running (else report which died)
-alive() {
-	local i
-	for i in "${!pids[@]}"; do
-		kill -0 "${pids[$i]}" 2>/dev/null || { echo "${nodes[$i]}"; return 1; }
-	done
-	return 0
-}
-
 for b in ramsterd ramsterctl ramster-netbench; do
 	[ -x "$bin/$b" ] || die "no $bin/$b (run make first)"
 done
@@ -93,19 +71,7 @@ chmod 600 "$dir/cluster.key"
 	${RAMSTER_BENCH_CLUSTER:+"$RAMSTER_BENCH_CLUSTER"} \
 	>"$dir/cluster.conf" || die "cannot write the cluster file"
 
-for n in "${nodes[@]}"; do
-	"${pin[@]}" "$bin/ramsterd" --config "$dir/cluster.conf" --node "$n" --log-level notice \
-		2>"$dir/$n.log" &
-	pids+=($!)
-done
-up=0
-for _ in $(seq 100); do
-	dead=$(alive) || die "ramsterd $dead exited at start-up"
-	up=$("$bin/ramsterctl" --socket "$dir/alpha.sock" peers 2>/dev/null | grep -c ' up ')
-	[ "$up" -ge 2 ] && break
-	sleep 0.1
-done
-[ "$up" -ge 2 ] || die "alpha did not see both peers up within 10 s"
+bench_start "$dir/cluster.conf" "$dir" ""
 
 echo "== collective: alpha (local_mb $local_mb) + beta, gamma on 127.0.0.1..3," \
 	"watermarks $high/$low%${RAMSTER_BENCH_CPU:+, pinned to CPU $RAMSTER_BENCH_CPU}"
@@ -120,7 +86,7 @@ echo "== ramster-netbench (progress on stderr)"
 rc=$?
 cat "$dir/net.json"
 [ -n "${RAMSTER_BENCH_JSON:-}" ] && cp "$dir/net.json" "$RAMSTER_BENCH_JSON"
-dead=$(alive) || die "ramsterd $dead died during the benchmark"
+dead=$(bench_alive) || die "ramsterd $dead died during the benchmark"
 [ $rc -eq 0 ] || [ -s "$dir/net.json" ] || die "ramster-netbench failed ($rc)"
 
 echo

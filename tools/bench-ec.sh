@@ -63,32 +63,16 @@ low=80
 # copies, more RAM) in the middle of a measurement, so 3 s here
 dead_after_ms=3000
 request_timeout_ms=5000
-pin=()
-if [ -n "${RAMSTER_BENCH_CPU:-}" ]; then
-	command -v taskset >/dev/null || { echo "bench-ec: RAMSTER_BENCH_CPU needs taskset" >&2; exit 1; }
-	pin=(taskset -c "$RAMSTER_BENCH_CPU")
-fi
+# shellcheck source=tools/bench-nodes.sh
+. "$(dirname "$0")/bench-nodes.sh"
+bench_pin bench-ec
 nodes=(alpha beta gamma delta epsilon zeta eta)
 pids=()
 dir=$(mktemp -d /tmp/ramster-bench-ec.XXXXXX) || exit 1
 run=
 
-stop_nodes() {
-	local p
-	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
-	for p in "${pids[@]}"; do
-		for _ in $(seq 50); do
-			kill -0 "$p" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$p" 2>/dev/null
-		wait "$p" 2>/dev/null
-	done
-	pids=()
-}
-
 cleanup() {
-	stop_nodes
+	bench_stop
 	rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -103,15 +87,6 @@ die() {
 		done
 	fi
 	exit 1
-}
-
-# alive: every daemon still running (else name the one that died)
-alive() {
-	local i
-	for i in "${!pids[@]}"; do
-		kill -0 "${pids[$i]}" 2>/dev/null || { echo "${nodes[$i]}"; return 1; }
-	done
-	return 0
 }
 
 for b in ramsterd ramsterctl ramster-netbench; do
@@ -171,26 +146,14 @@ one_mode() {
 		"high_watermark = $high%" "low_watermark = $low%" "redundancy = $mode" \
 		>"$run/cluster.conf" || die "cannot write the cluster file"
 	t0=$SECONDS
-	for n in "${nodes[@]}"; do
-		"${pin[@]}" "$bin/ramsterd" --config "$run/cluster.conf" --node "$n" \
-			--log-level notice 2>"$run/$n.log" &
-		pids+=($!)
-	done
-	up=0
-	for _ in $(seq 150); do
-		dead=$(alive) || die "$mode: ramsterd $dead exited at start-up"
-		up=$("$bin/ramsterctl" --socket "$run/alpha.sock" peers 2>/dev/null | grep -c ' up ')
-		[ "$up" -ge $((nnodes - 1)) ] && break
-		sleep 0.1
-	done
-	[ "$up" -ge $((nnodes - 1)) ] || die "$mode: alpha saw $up of $((nnodes - 1)) peers up within 15 s"
+	bench_start "$run/cluster.conf" "$run" "$mode: "
 	for n in "${nodes[@]:1}"; do peer_args+=(--peer-socket "$run/$n.sock"); done
 	"${pin[@]}" "$bin/ramster-netbench" --socket "$run/alpha.sock" "${peer_args[@]}" \
 		--pages "$pages" --rounds "$rounds" --iters "$iters" --put-reps "$put_reps" \
 		--high "$high" --memcached none --echo thread --json \
 		>"$run/net.json" 2>"$run/net.log"
 	rc=$?
-	dead=$(alive) || die "$mode: ramsterd $dead died during the benchmark"
+	dead=$(bench_alive) || die "$mode: ramsterd $dead died during the benchmark"
 	"$bin/ramsterctl" --socket "$run/alpha.sock" stats >"$run/alpha.stats" ||
 		die "$mode: ramsterctl stats failed"
 	if [ -n "$keep" ]; then
@@ -203,7 +166,7 @@ one_mode() {
 		die "$mode: ramster-netbench failed ($rc):" \
 			"$(jq -r '.errors // "?"' "$run/net.json" 2>/dev/null) pages read back wrong or missing"
 	fi
-	stop_nodes
+	bench_stop
 	run=
 	F1[$pass-$idx]=$(figures "$pass-$idx") || die "$mode: cannot read its figures"
 	set -- ${F1[$pass-$idx]}
