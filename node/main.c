@@ -226,12 +226,13 @@ static void main_break(struct main_node *n, int how)
 	spin_break(ev_userdata(n->loop)); /* the loop's driver (spin_create) */
 }
 
-/* Every 5 ms while a restart waits: is the collective quiet? */
+/* Every 5 ms while a restart waits: are the collective and the NBD connections quiet? */
 static void main_quiet_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct main_node *n = w->data;
+	bool remote_ok = !n->remote || remote_quiet(n->remote);
 
-	if (remote_quiet(n->remote)) {
+	if (remote_ok && nbd_quiet(n->nbd)) {
 		ev_timer_stop(loop, w);
 		main_break(n, n->how);
 		return;
@@ -239,6 +240,15 @@ static void main_quiet_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	if (clock_now_ns() < n->quiet_until_ns)
 		return;
 	ev_timer_stop(loop, w);
+	if (remote_ok) {
+		/* an NBD request still runs: its connection closes at the exec, as
+		 * every one did before handing over (its client sends it again) */
+		log_error("restart: NBD requests still running after %u ms: their connections "
+			  "close",
+			  n->quiet_ms);
+		main_break(n, n->how);
+		return;
+	}
 	if (n->how == MAIN_RESTART_FDSTORE) {
 		log_error("restart: requests to peers still unanswered after %u ms: stopping cold",
 			  n->quiet_ms);
@@ -250,22 +260,27 @@ static void main_quiet_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		  n->quiet_ms);
 	n->how = MAIN_RUN;
 	remote_resume(n->remote);
+	nbd_resume(n->nbd);
 }
 
 /*
- * Restart warm (how): at once on a lone node; in a collective once nothing
- * is in flight but flushes owed (the remotify thread and re-replication
- * stopped meanwhile), so that the image holds every page where it is.
+ * Restart warm (how) once the NBD requests running are answered (no new one
+ * is started: nbd_quiesce) and, in a collective, once nothing is in flight
+ * but flushes owed (the remotify thread and re-replication stopped
+ * meanwhile), so that the image holds every page where it is.
  */
 static void main_restart_begin(struct main_node *n, int how)
 {
 	if (n->how != MAIN_RUN)
 		return; /* one is waiting already, or the node stops */
-	if (!n->remote) {
+	/* no new NBD request: those running finish, so their connections can be handed over */
+	nbd_quiesce(n->nbd);
+	if (!n->remote && nbd_quiet(n->nbd)) {
 		main_break(n, how);
 		return;
 	}
-	remote_quiesce(n->remote);
+	if (n->remote)
+		remote_quiesce(n->remote);
 	n->how = how;
 	n->quiet_until_ns = clock_now_ns() + (uint64_t)n->quiet_ms * 1000000u;
 	ev_timer_again(n->loop, &n->quiet);
@@ -323,10 +338,13 @@ static int main_restart_now(void *arg, char *why, size_t len)
  */
 static void main_restart(struct main_node *n, char **argv)
 {
+	struct restart_conns conns = { .n = 0 };
 	uint64_t pages;
 	int fd, rc;
 
-	fd = restart_save(n->zcache, n->pools, n->nbd, n->remote, &pages);
+	/* the fd store keeps no connection: only an exec hands NBD sockets over */
+	fd = restart_save(n->zcache, n->pools, n->nbd, n->remote, &pages,
+			  n->how == MAIN_RESTART_EXEC ? &conns : NULL);
 	if (fd < 0) {
 		log_error("restart: cannot write the image (%s): stopping cold", strerror(-fd));
 		return;
@@ -340,9 +358,10 @@ static void main_restart(struct main_node *n, char **argv)
 		close(fd);
 		return;
 	}
-	/* every other descriptor closes on the exec: sockets, the loop's, the clients' */
+	/* every other descriptor closes on the exec: sockets, the loop's, the clients';
+	 * the image and the NBD connections handed over stay (restart_exec) */
 	(void)close_range(3, ~0u, CLOSE_RANGE_CLOEXEC);
-	rc = restart_exec(fd, argv);
+	rc = restart_exec(fd, argv, &conns);
 	log_error("restart: cannot re-execute (%s): stopping cold", strerror(-rc));
 	close(fd);
 }
@@ -518,7 +537,7 @@ int main(int argc, char **argv)
 		goto destroy_zcache;
 	}
 	pools_set_grace(n.pools, cfg.limits.reattach_grace_ms);
-	restart_fd = restart_find_image();
+	restart_fd = restart_find_image(&n.restart);
 	if (restart_fd >= 0 &&
 	    restart_load(restart_fd, n.zcache, n.pools, n.users,
 			 self && cfg.n_nodes > 1 ? self->id : 0, &n.restart) != 0) {

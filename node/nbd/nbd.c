@@ -96,7 +96,8 @@ void nbd_watch(struct nbd_conn *c)
 
 	if (c->out_off < c->out_len)
 		ev |= EV_WRITE;
-	if (!c->busy && !c->closing && c->out_len - c->out_off < NBD_OUT_HIGH)
+	/* quiescing (a warm restart): what the client sends next waits in the socket */
+	if (!c->busy && !c->closing && !c->srv->quiescing && c->out_len - c->out_off < NBD_OUT_HIGH)
 		ev |= EV_READ;
 	if (c->tls.phase) {
 		nbd_tls_watch(c, ev);
@@ -460,5 +461,9 @@ void nbd_foreach_stat(const struct nbd *n,
 	fn(arg, "nbd_sync_waits", s->sync_waits, "syncs that waited for another of their export");
 	fn(arg, "nbd_sync_lost", s->sync_lost,
 	   "blocks a failed sync lost (FLUSH fails until they are written again)");
+	fn(arg, "nbd_conns_adopted", s->adopted,
+	   "NBD connections taken over, socket and all, from before a re-execution");
+	fn(arg, "nbd_conns_adopt_refused", s->adopt_refused,
+	   "NBD connections handed over but closed (their export changed or gone)");
 }
 

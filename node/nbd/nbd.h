@@ -68,6 +68,43 @@ int nbd_record_parse(const uint8_t *rec, size_t len, struct nbd_saved *out);
  */
 int nbd_adopt(struct nbd *n, const struct nbd_saved *s);
 
+/*
+ * The connections across a re-execution (nbd_handover.c). A quiescing
+ * server starts no request and reads no more from its sockets; the requests
+ * running finish and their replies go out. Then a connection in the
+ * transmission phase, without TLS, idle, on an export whose pages the image
+ * keeps, is handed to the next process: its socket stays open across the
+ * exec (the kernel's NBD client never sees it close) and an NBD_TAG_CONN
+ * record carries its state and the bytes it had read and not yet taken.
+ * The rest close at the exec, as on any stop.
+ */
+#define NBD_TAG_CONN 0x4e02
+
+void nbd_quiesce(struct nbd *n); /* NULL ok */
+void nbd_resume(struct nbd *n);  /* the restart was given up: serve again. NULL ok */
+/* Whether every connection that can be handed over is idle. NULL: true. */
+bool nbd_quiet(const struct nbd *n);
+
+/*
+ * Emit an NBD_TAG_CONN record for every connection that can be handed over,
+ * and its socket's fd into fds[] (at most max) for the exec to leave open.
+ * @return the count, or emit's error.
+ */
+int nbd_save_conns(const struct nbd *n,
+		   int (*emit)(void *arg, uint16_t tag, const void *head, size_t head_len,
+			       const void *body, size_t body_len),
+		   void *arg, int *fds, size_t max);
+
+/* The socket fd a connection record names, or -1 when the record is bad. */
+int nbd_conn_record_fd(const uint8_t *rec, size_t len);
+
+/*
+ * Serve the connection of a record on its inherited socket fd, on the export
+ * of the record's number (taken back from the image: the caller checks).
+ * @return 0; -EBADMSG, -ENOENT, -ENOTSOCK, -ENOMEM: fd is closed, counted.
+ */
+int nbd_adopt_conn(struct nbd *n, const uint8_t *rec, size_t len, int fd);
+
 /* Close every connection, stop listening, remove our socket, close the files. NULL ok. */
 void nbd_destroy(struct nbd *n);
 

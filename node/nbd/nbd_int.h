@@ -9,6 +9,8 @@
  *                       WRITE_ZEROES, replies.
  *   nbd_tls.c           TLS (STARTTLS): credentials, a connection's session
  *                       and its records (nbd_tls.h).
+ *   nbd_restart.c       the exports across a warm restart (their bitmaps);
+ *   nbd_handover.c      the connections across a re-execution (their sockets).
  *
  *   nbd_io.c            backing-file syncs off the loop (a worker thread).
  *
@@ -259,6 +261,8 @@ struct nbd_stats {
 	uint64_t sync_failures;   /* of those, failed (the FLUSH or FUA answered EIO) */
 	uint64_t sync_waits;      /* syncs that waited for another one of their export */
 	uint64_t sync_lost;       /* blocks a failed sync lost (the file alone held them) */
+	uint64_t adopted;         /* connections taken over from the process before a re-exec */
+	uint64_t adopt_refused;   /* ... handed over but closed (their export changed or gone) */
 };
 
 struct nbd_listener {
@@ -289,6 +293,7 @@ struct nbd {
 	struct nbd_stats st;
 	struct nbd_limits lim;
 	struct nbd_tls tls;
+	bool quiescing; /* a warm restart: no request is started (nbd_handover.c) */
 	char describe[CONFIG_PATH_MAX + CONFIG_NAME_MAX + 32];
 };
 
@@ -549,6 +554,8 @@ const uint8_t *nbd_write_page(struct nbd_conn *c, uint64_t b, uint64_t first);
 bool nbd_discards(const struct nbd_req *r);
 void nbd_room_cb(void *arg, int result);
 void nbd_conn_new(struct nbd *n, int fd, bool tcp);
+/* A connection on fd, listed, its input buffer at least in_min bytes; NULL (fd closed, counted). */
+struct nbd_conn *nbd_conn_make(struct nbd *n, int fd, bool tcp, size_t in_min);
 /* The socket took output: send more, or run what waited for the output to drain. */
 void nbd_writable(struct nbd_conn *c);
 /*

@@ -564,7 +564,8 @@ int nbd_process(struct nbd_conn *c)
 	c->in_need = 0;
 	for (;;) {
 		rc = 1;
-		while (!c->busy && !c->closing && c->out_len - c->out_off < NBD_OUT_HIGH) {
+		while (!c->busy && !c->closing && !c->srv->quiescing &&
+		       c->out_len - c->out_off < NBD_OUT_HIGH) {
 			rc = c->transmit ? nbd_request(c) : nbd_negotiate(c);
 			if (rc <= 0 || rc == 2)
 				break;
@@ -644,17 +645,18 @@ static void nbd_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 		nbd_read_input(c);
 }
 
-void nbd_conn_new(struct nbd *n, int fd, bool tcp)
+struct nbd_conn *nbd_conn_make(struct nbd *n, int fd, bool tcp, size_t in_min)
 {
 	struct nbd_conn *c = calloc(1, sizeof(*c));
-	uint8_t *p;
 	int one = 1;
 
-	if (!c || nbd_reserve(&c->in, &c->in_cap, NBD_IN_MIN)) {
+	if (!c || nbd_reserve(&c->in, &c->in_cap, in_min > NBD_IN_MIN ? in_min : NBD_IN_MIN)) {
+		if (c)
+			free(c->in);
 		free(c);
 		n->st.oom_closes++;
 		close(fd);
-		return;
+		return NULL;
 	}
 	if (tcp)
 		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -670,6 +672,16 @@ void nbd_conn_new(struct nbd *n, int fd, bool tcp)
 	n->conns = c;
 	n->st.conns++;
 	n->st.conns_total++;
+	return c;
+}
+
+void nbd_conn_new(struct nbd *n, int fd, bool tcp)
+{
+	struct nbd_conn *c = nbd_conn_make(n, fd, tcp, 0);
+	uint8_t *p;
+
+	if (!c)
+		return;
 	p = nbd_out(c, 18);
 	if (!p)
 		return;

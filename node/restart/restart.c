@@ -13,6 +13,7 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "common/util.h"
 #include "node/client/pools.h"
 #include "node/clock.h"
 #include "node/log.h"
@@ -48,11 +49,36 @@ static int env_image(void)
 	return (int)fd;
 }
 
-int restart_find_image(void)
+/* $RAMSTER_NBD_FDS: the NBD sockets handed over with the image ("5,9,12"). */
+static void env_conns(struct restart_conns *cs)
+{
+	const char *v = getenv(RESTART_CONNS_ENV);
+	char *end;
+
+	cs->n = 0;
+	if (!v)
+		return;
+	while (*v && cs->n < RESTART_CONNS_MAX) {
+		long fd;
+
+		errno = 0;
+		fd = strtol(v, &end, 10);
+		if (errno || end == v || (*end && *end != ','))
+			break;
+		/* an open socket, and not one we have taken already */
+		if (fd >= 3 && fd <= 65535 && fcntl((int)fd, F_SETFD, FD_CLOEXEC) == 0)
+			cs->fd[cs->n++] = (int)fd;
+		v = *end ? end + 1 : end;
+	}
+	unsetenv(RESTART_CONNS_ENV);
+}
+
+int restart_find_image(struct restart_stats *st)
 {
 	char **names = NULL;
 	int n, i, fd = env_image();
 
+	env_conns(&st->conn_fds);
 	if (fd >= 0)
 		return fd;
 	/* systemd's fd store gives it back in LISTEN_FDS, named */
@@ -75,7 +101,7 @@ static int emit(void *arg, uint16_t tag, const void *h, size_t hl, const void *b
 }
 
 int restart_save(struct zcache *z, struct pools *p, const struct nbd *nbd, struct remote *r,
-		 uint64_t *pages)
+		 uint64_t *pages, struct restart_conns *conns)
 {
 	struct remote_restart_stats rs = {0};
 	struct snapshot_stats st;
@@ -93,6 +119,11 @@ int restart_save(struct zcache *z, struct pools *p, const struct nbd *nbd, struc
 		rc = pools_save(p, emit, &w);
 	if (!rc)
 		rc = nbd_save(nbd, emit, &w);
+	if (!rc && conns) {
+		rc = nbd_save_conns(nbd, emit, &w, conns->fd, RESTART_CONNS_MAX);
+		conns->n = rc > 0 ? (size_t)rc : 0;
+		rc = rc < 0 ? rc : 0;
+	}
 	if (!rc)
 		rc = snapshot_save(z, emit, &w, &st);
 	/* the collective last: the load applies it once the cluster is made */
@@ -140,16 +171,83 @@ static int keep_export(struct restart_stats *st, const uint8_t *rec, size_t len)
 	return 0;
 }
 
+/* A connection's record, kept until the exports are taken back (checked then). */
+static int keep_conn(struct restart_stats *st, const uint8_t *rec, size_t len)
+{
+	uint8_t *copy;
+
+	if (st->n_conn == RESTART_CONNS_MAX || nbd_conn_record_fd(rec, len) < 0)
+		return -EBADMSG;
+	copy = malloc(len ? len : 1);
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, rec, len);
+	st->conn[st->n_conn].rec = copy;
+	st->conn[st->n_conn].len = len;
+	st->n_conn++;
+	return 0;
+}
+
 static void drop_exports(struct restart_stats *st)
 {
+	while (st->n_conn) {
+		st->n_conn--;
+		free(st->conn[st->n_conn].rec);
+	}
 	while (st->n_nbd) {
 		st->n_nbd--;
 		free(st->nbd[st->n_nbd].rec);
 	}
 }
 
+/*
+ * The connections handed over: each on the socket its record names, if that
+ * socket was handed (in $RAMSTER_NBD_FDS) and its export's pages were taken
+ * back (kept[number]); every socket handed and not served is closed, so its
+ * client sees the end and reconnects.
+ */
+static void adopt_conns(struct restart_stats *st, struct nbd *nbd, const bool *kept,
+			size_t n_kept)
+{
+	struct restart_conns *cs = &st->conn_fds;
+	unsigned i;
+	size_t j;
+
+	for (i = 0; i < st->n_conn; i++) {
+		const uint8_t *rec = st->conn[i].rec;
+		size_t len = st->conn[i].len;
+		int fd = nbd_conn_record_fd(rec, len);
+		uint32_t number = len >= 8 ? get_le32(rec + 4) : UINT32_MAX;
+
+		for (j = 0; j < cs->n && cs->fd[j] != fd; j++)
+			;
+		if (j == cs->n)
+			continue; /* not handed to us: not ours to touch */
+		cs->fd[j] = cs->fd[--cs->n]; /* taken: nbd_adopt_conn serves it or closes it */
+		if (!nbd || number >= n_kept || !kept[number]) {
+			st->conns_refused++;
+			close(fd);
+			continue;
+		}
+		if (nbd_adopt_conn(nbd, rec, len, fd) == 0)
+			st->conns++;
+		else
+			st->conns_refused++; /* logged there */
+	}
+	for (j = 0; j < cs->n; j++) {
+		st->conns_refused++;
+		close(cs->fd[j]);
+	}
+	cs->n = 0;
+	if (st->conns_refused)
+		log_error("restart: %llu NBD connections handed over were closed (their export "
+			  "changed, or the image was refused): their clients reconnect",
+			  (unsigned long long)st->conns_refused);
+}
+
 void restart_adopt_exports(struct restart_stats *st, struct nbd *nbd, struct store *store)
 {
+	bool kept[RESTART_NBD_MAX] = { false };
 	unsigned i;
 
 	for (i = 0; i < st->n_nbd; i++) {
@@ -160,6 +258,8 @@ void restart_adopt_exports(struct restart_stats *st, struct nbd *nbd, struct sto
 			rc = nbd ? nbd_adopt(nbd, &s) : -ENOENT;
 		if (!rc) {
 			st->exports++;
+			if (s.number < RESTART_NBD_MAX)
+				kept[s.number] = true;
 			continue;
 		}
 		st->exports_dropped++;
@@ -167,6 +267,7 @@ void restart_adopt_exports(struct restart_stats *st, struct nbd *nbd, struct sto
 			  s.name, rc == -ENOENT ? "no such export now" : "it changed");
 		(void)store_pool_destroy(store, s.pool);
 	}
+	adopt_conns(st, nbd, kept, RESTART_NBD_MAX);
 	drop_exports(st);
 }
 
@@ -210,6 +311,8 @@ int restart_load(int fd, struct zcache *z, struct pools *p, struct users *u, uin
 			rc = snapshot_load_record(&l, tag, rec, len);
 		else if (tag == NBD_TAG_EXPORT)
 			rc = keep_export(st, rec, len);
+		else if (tag == NBD_TAG_CONN)
+			rc = keep_conn(st, rec, len);
 		else
 			rc = pools_load_record(p, u, tag, rec, len, t0 / 1000u);
 		if (rc)
@@ -281,14 +384,22 @@ int restart_load_remote(struct restart_stats *st, struct remote *r)
 	return rc;
 }
 
-int restart_exec(int fd, char **argv)
+int restart_exec(int fd, char **argv, const struct restart_conns *conns)
 {
-	char num[16];
+	char num[16], fds[RESTART_CONNS_MAX * 7 + 1] = "";
+	size_t i, off = 0;
 
 	if (fcntl(fd, F_SETFD, 0) < 0)
 		return -errno;
 	snprintf(num, sizeof(num), "%d", fd);
 	if (setenv(RESTART_ENV, num, 1))
+		return -errno;
+	/* the NBD sockets stay open (a socket left out closes: its client reconnects) */
+	for (i = 0; conns && i < conns->n; i++)
+		if (fcntl(conns->fd[i], F_SETFD, 0) == 0)
+			off += (size_t)snprintf(fds + off, sizeof(fds) - off, "%s%d", off ? "," : "",
+						conns->fd[i]);
+	if (off && setenv(RESTART_CONNS_ENV, fds, 1))
 		return -errno;
 	log_notice("restart: re-executing %s with the image on fd %d", argv[0], fd);
 	execv("/proc/self/exe", argv);
@@ -329,6 +440,10 @@ void restart_foreach_stat(const struct restart_stats *st,
 	fn(arg, "restart_exports", st->exports, "NBD exports that took their pages back");
 	fn(arg, "restart_exports_dropped", st->exports_dropped,
 	   "exports of the image that could not (renamed, resized, gone): pages dropped");
+	fn(arg, "restart_nbd_conns", st->conns,
+	   "NBD connections served on across the re-execution (socket handed over)");
+	fn(arg, "restart_nbd_conns_refused", st->conns_refused,
+	   "NBD connections handed over but closed (export changed, image refused)");
 	fn(arg, "restart_peers", st->peers, "peers whose sessions the restart kept");
 	fn(arg, "restart_foreign", st->foreign, "pages held for peers that the restart kept");
 	fn(arg, "restart_foreign_refused", st->foreign_refused,

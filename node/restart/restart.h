@@ -28,6 +28,14 @@
 #define RESTART_KIND   0x4e4f4445u /* "NODE": the image of a whole node */
 
 #define RESTART_NBD_MAX 64 /* exports an image may name */
+#define RESTART_CONNS_MAX 64 /* NBD connections handed over a re-execution */
+#define RESTART_CONNS_ENV "RAMSTER_NBD_FDS" /* their sockets' fds: "5,9,12" */
+
+/* The NBD sockets a re-execution hands over (nbd_save_conns). */
+struct restart_conns {
+	int fd[RESTART_CONNS_MAX];
+	size_t n;
+};
 
 struct zcache;
 struct nbd;
@@ -59,18 +67,28 @@ struct restart_stats {
 		uint8_t *rec;
 		size_t len;
 	} nbd[RESTART_NBD_MAX];
+	/* the NBD connections' records, and the sockets handed over ($RAMSTER_NBD_FDS) */
+	unsigned n_conn;
+	struct restart_rec conn[RESTART_CONNS_MAX];
+	struct restart_conns conn_fds;
+	uint64_t conns, conns_refused; /* connections taken over; handed but closed */
 };
 
-/* The fd of an image handed to this process, or -1 (the variables are then unset). */
-int restart_find_image(void);
+/*
+ * The fd of an image handed to this process, or -1 (the variables are then
+ * unset); the NBD sockets handed with it go into st (close-on-exec from now).
+ */
+int restart_find_image(struct restart_stats *st);
 
 /*
  * Write z's pools and pages, p's directory, nbd's exports and the
  * collective's records of r (NULL: none) into a new memfd. @return the fd
- * (not close-on-exec), or -errno; *pages gets the pages written.
+ * (not close-on-exec), or -errno; *pages gets the pages written. conns
+ * (NULL: none, as for the fd store) gets the NBD connections handed over,
+ * their records in the image and their sockets left open over an exec.
  */
 int restart_save(struct zcache *z, struct pools *p, const struct nbd *nbd, struct remote *r,
-		 uint64_t *pages);
+		 uint64_t *pages, struct restart_conns *conns);
 
 /*
  * Load the image on fd (closed here) into a new node's empty z and p; self
@@ -94,12 +112,17 @@ int restart_load_remote(struct restart_stats *st, struct remote *r);
  * After the NBD frontend is made (nbd may be NULL: no exports now): each
  * export of the image takes its pool and bitmaps back (nbd_adopt); the pool
  * of one that cannot (renamed, resized, gone) is destroyed, logged and
- * counted. Frees the kept records.
+ * counted. Then the NBD connections handed over are served again, those of
+ * exports taken back only; every other socket handed over is closed. Frees
+ * the kept records.
  */
 void restart_adopt_exports(struct restart_stats *st, struct nbd *nbd, struct store *store);
 
-/* Re-execute this program (argv) with fd inherited. Returns only on failure (-errno). */
-int restart_exec(int fd, char **argv);
+/*
+ * Re-execute this program (argv) with fd and conns' sockets inherited.
+ * Returns only on failure (-errno).
+ */
+int restart_exec(int fd, char **argv, const struct restart_conns *conns);
 
 /* Hand fd to the service manager's fd store. @return 0 when sent, else -errno. */
 int restart_fdstore(int fd);

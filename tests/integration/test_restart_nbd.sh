@@ -72,4 +72,35 @@ t_changed_export_dropped() {
 }
 run changed_export_gives_its_pages_up t_changed_export_dropped
 
+# The connections themselves go across a re-execution: one client stops in the
+# middle of a WRITE's payload, another keeps 16 requests in flight; neither
+# sees its socket close or an error, and both read back every block on it.
+t_conns_kept() {
+	local across="$(dirname "$0")/nbd_across.py" a b rc=0 _
+	rm -f "$T"/split "$T"/split-stream "$T"/restarted
+	python3 "$across" "$T/nbd.sock" ram split 30000 3000 "$T" >"$T/split.out" 2>&1 &
+	a=$!
+	python3 "$across" "$T/nbd.sock" disk stream 0 2000 "$T" >"$T/stream.out" 2>&1 &
+	b=$!
+	for _ in $(seq 600); do
+		[ -e "$T/split" ] && [ -e "$T/split-stream" ] && break
+		sleep 0.05
+	done
+	[ -e "$T/split" ] || { echo "the split client did not get there"; cat "$T/split.out"; }
+	kill -USR2 "$node" || return 1
+	sleep 0.3
+	wait_warm || return 1
+	touch "$T/restarted"
+	wait "$a" || rc=1
+	wait "$b" || rc=1
+	cat "$T/split.out" "$T/stream.out"
+	[ $rc = 0 ] || return 1
+	echo "taken over: $(node_stat n1 restart_nbd_conns), refused $(node_stat n1 restart_nbd_conns_refused)"
+	[ "$(node_stat n1 restart_nbd_conns)" = 2 ] || return 1
+	[ "$(node_stat n1 restart_nbd_conns_refused)" = 0 ] || return 1
+	[ "$(node_stat n1 nbd_conns_adopted)" = 2 ] || return 1
+	grep -q "2 NBD connections handed over" "$T/n1.log"
+}
+run nbd_connections_kept_across_reexec t_conns_kept
+
 finish
