@@ -342,15 +342,13 @@ static void main_restart(struct main_node *n, char **argv)
 	uint64_t pages;
 	int fd, rc;
 
-	/* the fd store keeps no connection: only an exec hands NBD sockets over */
-	fd = restart_save(n->zcache, n->pools, n->nbd, n->remote, &pages,
-			  n->how == MAIN_RESTART_EXEC ? &conns : NULL);
+	fd = restart_save(n->zcache, n->pools, n->nbd, n->remote, &pages, &conns);
 	if (fd < 0) {
 		log_error("restart: cannot write the image (%s): stopping cold", strerror(-fd));
 		return;
 	}
 	if (n->how == MAIN_RESTART_FDSTORE) {
-		rc = restart_fdstore(fd);
+		rc = restart_fdstore(fd, &conns);
 		if (rc)
 			log_error("restart: the service manager took no image (%s): this stop "
 				  "loses the node's pages",

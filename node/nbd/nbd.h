@@ -74,7 +74,7 @@ int nbd_adopt(struct nbd *n, const struct nbd_saved *s);
  * running finish and their replies go out. Then a connection in the
  * transmission phase, without TLS, idle, on an export whose pages the image
  * keeps, is handed to the next process: its socket stays open across the
- * exec (the kernel's NBD client never sees it close) and an NBD_TAG_CONN
+ * exec or in the fd store (the kernel's NBD client never sees it close) and an NBD_TAG_CONN
  * record carries its state and the bytes it had read and not yet taken.
  * The rest close at the exec, as on any stop.
  */

@@ -1,13 +1,15 @@
 /*
  * nbd_handover.c - the connections across a re-execution (nbd.h).
  *
- * A warm restart that re-executes the daemon (SIGUSR2, `ramsterctl restart`)
- * used to close every NBD socket at the exec. A kernel client then lost the
+ * A warm restart (SIGUSR2 and `ramsterctl restart` re-execute the daemon;
+ * `systemctl restart` passes through systemd's fd store) used to close every
+ * NBD socket. A kernel client then lost the
  * requests it had sent and not had answered: it waited its request timeout
  * (docs/warm-restart.md) before it sent them again on a new socket. Now the
  * socket itself goes across: the old process stops taking requests, answers
- * the ones it runs, and leaves the socket open over the exec; the new one
- * serves it from where the old one stopped. What the client sent meanwhile
+ * the ones it runs, and leaves the socket open over the exec (or hands it to
+ * the fd store: node/restart/restart.c); the new one serves it from where
+ * the old one stopped. What the client sent meanwhile
  * waits in the socket; what the old process had read and not taken goes in
  * the record. The client sees a pause of the restart's length, no error and
  * no reconnection.

@@ -66,8 +66,10 @@ static void env_conns(struct restart_conns *cs)
 		if (errno || end == v || (*end && *end != ','))
 			break;
 		/* an open socket, and not one we have taken already */
-		if (fd >= 3 && fd <= 65535 && fcntl((int)fd, F_SETFD, FD_CLOEXEC) == 0)
-			cs->fd[cs->n++] = (int)fd;
+		if (fd >= 3 && fd <= 65535 && fcntl((int)fd, F_SETFD, FD_CLOEXEC) == 0) {
+			cs->fd[cs->n] = cs->old[cs->n] = (int)fd;
+			cs->n++;
+		}
 		v = *end ? end + 1 : end;
 	}
 	unsetenv(RESTART_CONNS_ENV);
@@ -81,13 +83,38 @@ int restart_find_image(struct restart_stats *st)
 	env_conns(&st->conn_fds);
 	if (fd >= 0)
 		return fd;
-	/* systemd's fd store gives it back in LISTEN_FDS, named */
+	/*
+	 * systemd's fd store gives it back in LISTEN_FDS, named, with the NBD
+	 * sockets handed over. The store keeps its copies: each is removed now,
+	 * or a crash of this process would start the next from a stale image (and
+	 * a socket this process closes would stay open there).
+	 */
 	n = sd_listen_fds_with_names(1, &names);
 	for (i = 0; i < n; i++) {
-		if (fd < 0 && names && names[i] && !strcmp(names[i], RESTART_FDNAME))
+		const char *name = names && names[i] ? names[i] : "";
+		struct restart_conns *cs = &st->conn_fds;
+		char msg[64];
+		char *end;
+		long old;
+
+		snprintf(msg, sizeof(msg), "FDSTOREREMOVE=1\nFDNAME=%s", name);
+		if (fd < 0 && !strcmp(name, RESTART_FDNAME)) {
 			fd = SD_LISTEN_FDS_START + i;
-		else
-			close(SD_LISTEN_FDS_START + i); /* nothing else is ours to keep */
+			(void)sd_notify(0, msg);
+			continue;
+		}
+		if (!strncmp(name, RESTART_CONN_FDNAME, strlen(RESTART_CONN_FDNAME)) &&
+		    cs->n < RESTART_CONNS_MAX) {
+			errno = 0;
+			old = strtol(name + strlen(RESTART_CONN_FDNAME), &end, 10);
+			if (!errno && !*end && old >= 3 && old <= 65535) {
+				cs->fd[cs->n] = SD_LISTEN_FDS_START + i;
+				cs->old[cs->n++] = (int)old;
+				(void)sd_notify(0, msg);
+				continue;
+			}
+		}
+		close(SD_LISTEN_FDS_START + i); /* nothing else is ours to keep */
 	}
 	for (i = 0; names && names[i]; i++)
 		free(names[i]);
@@ -122,6 +149,7 @@ int restart_save(struct zcache *z, struct pools *p, const struct nbd *nbd, struc
 	if (!rc && conns) {
 		rc = nbd_save_conns(nbd, emit, &w, conns->fd, RESTART_CONNS_MAX);
 		conns->n = rc > 0 ? (size_t)rc : 0;
+		memcpy(conns->old, conns->fd, sizeof(conns->old));
 		rc = rc < 0 ? rc : 0;
 	}
 	if (!rc)
@@ -219,11 +247,14 @@ static void adopt_conns(struct restart_stats *st, struct nbd *nbd, const bool *k
 		int fd = nbd_conn_record_fd(rec, len);
 		uint32_t number = len >= 8 ? get_le32(rec + 4) : UINT32_MAX;
 
-		for (j = 0; j < cs->n && cs->fd[j] != fd; j++)
+		for (j = 0; j < cs->n && cs->old[j] != fd; j++)
 			;
 		if (j == cs->n)
 			continue; /* not handed to us: not ours to touch */
-		cs->fd[j] = cs->fd[--cs->n]; /* taken: nbd_adopt_conn serves it or closes it */
+		fd = cs->fd[j]; /* the socket here */
+		cs->n--;        /* taken: nbd_adopt_conn serves it or closes it */
+		cs->fd[j] = cs->fd[cs->n];
+		cs->old[j] = cs->old[cs->n];
 		if (!nbd || number >= n_kept || !kept[number]) {
 			st->conns_refused++;
 			close(fd);
@@ -407,8 +438,10 @@ int restart_exec(int fd, char **argv, const struct restart_conns *conns)
 	return -errno;
 }
 
-int restart_fdstore(int fd)
+int restart_fdstore(int fd, const struct restart_conns *conns)
 {
+	char msg[96];
+	size_t i, sent = 0;
 	int rc;
 
 	if (!getenv("NOTIFY_SOCKET"))
@@ -419,6 +452,20 @@ int restart_fdstore(int fd)
 	if (rc <= 0)
 		return rc < 0 ? rc : -ENOTCONN;
 	log_notice("restart: image handed to the service manager's fd store");
+	/* then the NBD sockets, each under its record's number; one the store takes
+	 * not is closed at our exit: its client reconnects */
+	for (i = 0; conns && i < conns->n; i++) {
+		snprintf(msg, sizeof(msg), "FDSTOREREMOVE=1\nFDNAME=%s%d", RESTART_CONN_FDNAME,
+			 conns->old[i]);
+		(void)sd_notify(0, msg);
+		snprintf(msg, sizeof(msg), "FDSTORE=1\nFDNAME=%s%d", RESTART_CONN_FDNAME,
+			 conns->old[i]);
+		if (sd_pid_notify_with_fds(0, 0, msg, &conns->fd[i], 1) > 0)
+			sent++;
+	}
+	if (conns && conns->n)
+		log_notice("restart: %zu of %zu NBD connections handed to the fd store", sent,
+			   conns->n);
 	return 0;
 }
 

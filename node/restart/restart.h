@@ -31,9 +31,12 @@
 #define RESTART_CONNS_MAX 64 /* NBD connections handed over a re-execution */
 #define RESTART_CONNS_ENV "RAMSTER_NBD_FDS" /* their sockets' fds: "5,9,12" */
 
-/* The NBD sockets a re-execution hands over (nbd_save_conns). */
+#define RESTART_CONN_FDNAME "nbdconn-" /* in the fd store: "nbdconn-" and the fd the record names */
+
+/* The NBD sockets a restart hands over (nbd_save_conns). */
 struct restart_conns {
-	int fd[RESTART_CONNS_MAX];
+	int fd[RESTART_CONNS_MAX];  /* the socket, in this process */
+	int old[RESTART_CONNS_MAX]; /* the fd its record names (the fd store renumbers) */
 	size_t n;
 };
 
@@ -84,8 +87,8 @@ int restart_find_image(struct restart_stats *st);
  * Write z's pools and pages, p's directory, nbd's exports and the
  * collective's records of r (NULL: none) into a new memfd. @return the fd
  * (not close-on-exec), or -errno; *pages gets the pages written. conns
- * (NULL: none, as for the fd store) gets the NBD connections handed over,
- * their records in the image and their sockets left open over an exec.
+ * (NULL: none) gets the NBD connections handed over: their records are in
+ * the image, their sockets go over the exec or into the fd store.
  */
 int restart_save(struct zcache *z, struct pools *p, const struct nbd *nbd, struct remote *r,
 		 uint64_t *pages, struct restart_conns *conns);
@@ -124,8 +127,11 @@ void restart_adopt_exports(struct restart_stats *st, struct nbd *nbd, struct sto
  */
 int restart_exec(int fd, char **argv, const struct restart_conns *conns);
 
-/* Hand fd to the service manager's fd store. @return 0 when sent, else -errno. */
-int restart_fdstore(int fd);
+/*
+ * Hand fd, and the NBD sockets of conns (NULL: none), to the service
+ * manager's fd store. @return 0 when the image was sent, else -errno.
+ */
+int restart_fdstore(int fd, const struct restart_conns *conns);
 
 /* The counters, for ramsterctl stats (restart_*). */
 void restart_foreach_stat(const struct restart_stats *st,

@@ -11,7 +11,11 @@
                     RAMSTER_FDSTORE=1 hands its image to the manager on SIGTERM
                     (FDSTORE=1, FDNAME=ramster-image, the memfd in SCM_RIGHTS)
                     and, started again with it in LISTEN_FDS / LISTEN_FDNAMES,
-                    serves every block an NBD client wrote before, identical.
+                    serves every block an NBD client wrote before, identical;
+                    the socket of a client still connected goes to the store too
+                    (FDNAME=nbdconn-N) and is served on after the restart, never
+                    closed; the new process removes what it took from the store
+                    (FDSTOREREMOVE=1), so a crash cannot bring a stale image back.
   journal BIN DIR   ramsterd whose stderr is "the journal" ($JOURNAL_STREAM
                     names it): native entries on /run/systemd/journal/socket
                     (bound here: run it in a private mount namespace with a
@@ -29,6 +33,10 @@ import subprocess
 import sys
 import threading
 import time
+
+sys.dont_write_bytecode = True  # no __pycache__ in the tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nbd_handshake import dial, recvn  # noqa: E402 (beside this file)
 
 FAILS = []
 
@@ -343,6 +351,15 @@ def journal(binp, d):
           "no journal socket: '<5>' priority lines on stderr (%r)" % err[:60])
 
 
+def nbd_io(s, typ, block, data=b""):
+    """One NBD READ (typ 0) or WRITE (1) of a 4096-byte block on s; the read's bytes."""
+    s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, typ, block, block * 4096, 4096) + data)
+    magic, err, cookie = struct.unpack(">IIQ", recvn(s, 16))
+    check(magic == 0x67446698 and err == 0 and cookie == block,
+          "NBD %s of block %d answered (error %d)" % ("write" if typ else "read", block, err))
+    return recvn(s, 4096) if typ == 0 and err == 0 else b""
+
+
 def fdstore(binp, d):
     ns_path = os.path.join(d, "notify.sock")
     ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -365,42 +382,73 @@ def fdstore(binp, d):
         r = subprocess.run([sys.executable, blocks, nbd, "ram", "write", "3000", "7"],
                            capture_output=True, text=True, timeout=60)
         check(r.returncode == 0, "3000 blocks written (%s)" % r.stdout.strip())
+        # a client that stays connected across the restart, a block written on it
+        conn = dial(nbd, b"ram")[0]
+        page = bytes(range(256)) * 16
+        nbd_io(conn, 1, 5000, page)
         p.send_signal(signal.SIGTERM)
-        image = None
-        names = []
+        stored = {}  # FDNAME -> fd, as the manager's store holds them
         end = time.monotonic() + 10
-        while image is None and time.monotonic() < end:
-            m, fds, _, _ = socket.recv_fds(ns, 4096, 4)
-            if b"FDSTORE=1" in m:
-                names = [l for l in m.decode().split("\n") if l.startswith("FDNAME=")]
-                image = fds[0] if fds else None
+        while p.poll() is None and time.monotonic() < end:
+            try:
+                m, fds, _, _ = socket.recv_fds(ns, 4096, 4)
+            except socket.timeout:
+                continue
+            names = [l[7:] for l in m.decode().split("\n") if l.startswith("FDNAME=")]
+            if b"FDSTORE=1" in m and fds and len(names) == 1:
+                stored[names[0]] = fds[0]
             else:
                 for fd in fds:
                     os.close(fd)
-        check(image is not None, "FDSTORE=1 arrives with a descriptor")
-        check(names == ["FDNAME=ramster-image"], "named FDNAME=ramster-image (%s)" % names)
         check(p.wait(timeout=10) == 0, "ramsterd exits 0 after handing its image over")
-        if image is None:
+        image = stored.pop("ramster-image", None)
+        check(image is not None, "FDSTORE=1 FDNAME=ramster-image arrives with a descriptor")
+        conns = [n for n in stored if n.startswith("nbdconn-")]
+        check(len(conns) == 1 and len(stored) == 1,
+              "the connected client's socket is stored as nbdconn-N (%s)" % sorted(stored))
+        if image is None or len(conns) != 1:
             return
-        # started again as systemd would: the fd at 3, LISTEN_PID the new process's pid
+        # started again as systemd would: the fds at 3 and 4, LISTEN_PID the new pid
         env2 = dict(os.environ)
-        env2.update({"LISTEN_FDS": "1", "LISTEN_FDNAMES": "ramster-image",
-                     "RAMSTER_NO_MEMLOCK": "1", "RAMSTER_BUSY_POLL_US": "0"})
+        env2.update({"LISTEN_FDS": "2", "LISTEN_FDNAMES": "ramster-image:" + conns[0],
+                     "RAMSTER_NO_MEMLOCK": "1", "RAMSTER_BUSY_POLL_US": "0",
+                     "NOTIFY_SOCKET": ns_path, "RAMSTER_FDSTORE": "1"})
+        sfd = stored[conns[0]]
         os.set_inheritable(image, True)
-        p = subprocess.Popen(["sh", "-c", 'LISTEN_PID=$$ exec "$0" "$@" 3<&%d' % image,
+        os.set_inheritable(sfd, True)
+        p = subprocess.Popen(["sh", "-c", 'LISTEN_PID=$$ exec "$0" "$@" 3<&%d 4<&%d' %
+                              (image, sfd),
                               os.path.join(binp, "ramsterd"), "--config", conf, "--node", "n1"],
                              env=env2, stdout=log, stderr=log, close_fds=False)
         os.close(image)
+        os.close(sfd)  # the store's copy: FDSTOREREMOVE would drop it
         check(wait_socket(sock), "the node comes back")
-        time.sleep(0.2)
+        removed = set()
+        end = time.monotonic() + 5
+        while len(removed) < 2 and time.monotonic() < end:
+            try:
+                m, fds, _, _ = socket.recv_fds(ns, 4096, 4)
+            except socket.timeout:
+                continue
+            for fd in fds:
+                os.close(fd)
+            if b"FDSTOREREMOVE=1" in m:
+                removed.update(l[7:] for l in m.decode().split("\n") if l.startswith("FDNAME="))
+        check(removed == {"ramster-image", conns[0]},
+              "the new process removes the image and the socket from the store (%s)" % removed)
         check(stat_value(binp, sock, "restart_warm") == 1, "it started warm (restart_warm 1)")
         check(stat_value(binp, sock, "restart_exports") == 1, "the export took its pages back")
+        check(stat_value(binp, sock, "restart_nbd_conns") == 1, "the connection was taken over")
+        # the same socket: what it wrote reads back, and it writes on
+        check(nbd_io(conn, 0, 5000) == page, "the connected client reads its block back")
+        nbd_io(conn, 1, 5001, page[::-1])
+        check(nbd_io(conn, 0, 5001) == page[::-1], "and writes and reads on, same socket")
+        conn.close()
         r = subprocess.run([sys.executable, blocks, nbd, "ram", "check", "3000", "7"],
                            capture_output=True, text=True, timeout=60)
         check(r.returncode == 0, "every block identical after the restart (%s%s)" %
               (r.stdout.strip(), r.stderr.strip()[-200:]))
-        # a plain stop without the fd store variable: no image handed over
-        p.send_signal(signal.SIGTERM)
+        p.send_signal(signal.SIGTERM)  # (it hands an image again, which nobody takes)
         p.wait(timeout=10)
     finally:
         if p.poll() is None:
