@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "node/log.h"
 #include "node/nbd/nbd_int.h"
 #include "node/store.h"
@@ -20,24 +21,6 @@
 /* NBDX record: u32 pool, u32 number, u64 size, u32 name length, u32 backing (0/1);
  * then the name, then the bitmaps (present; with backing in_backing, dirty, unsynced, lost). */
 #define NBDX_HEAD 24
-
-static void le_put(uint8_t *p, uint64_t v, unsigned n)
-{
-	unsigned i;
-
-	for (i = 0; i < n; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t le_get(const uint8_t *p, unsigned n)
-{
-	uint64_t v = 0;
-	unsigned i;
-
-	for (i = 0; i < n; i++)
-		v |= (uint64_t)p[i] << (8 * i);
-	return v;
-}
 
 static size_t map_bytes(uint64_t blocks)
 {
@@ -65,11 +48,11 @@ int nbd_save(const struct nbd *n,
 		body = malloc(len);
 		if (!body)
 			return -ENOMEM;
-		le_put(head, e->pool, 4);
-		le_put(head + 4, e->number, 4);
-		le_put(head + 8, e->size, 8);
-		le_put(head + 16, nlen, 4);
-		le_put(head + 20, backing, 4);
+		put_le32(head, (uint32_t)e->pool);
+		put_le32(head + 4, (uint32_t)e->number);
+		put_le64(head + 8, e->size);
+		put_le32(head + 16, (uint32_t)nlen);
+		put_le32(head + 20, (uint32_t)backing);
 		memcpy(body, e->name, nlen);
 		memcpy(body + nlen, e->present, mb);
 		if (backing) {
@@ -92,11 +75,11 @@ int nbd_record_parse(const uint8_t *rec, size_t len, struct nbd_saved *out)
 
 	if (len < NBDX_HEAD)
 		return -EBADMSG;
-	out->pool = (uint32_t)le_get(rec, 4);
-	out->number = (uint32_t)le_get(rec + 4, 4);
-	out->size = le_get(rec + 8, 8);
-	nlen = le_get(rec + 16, 4);
-	out->backing = le_get(rec + 20, 4);
+	out->pool = get_le32(rec);
+	out->number = get_le32(rec + 4);
+	out->size = get_le64(rec + 8);
+	nlen = get_le32(rec + 16);
+	out->backing = get_le32(rec + 20);
 	if (out->backing > 1 || !nlen || nlen >= sizeof(out->name) || nlen > len - NBDX_HEAD ||
 	    out->size % NBD_PAGE || !out->size)
 		return -EBADMSG;
