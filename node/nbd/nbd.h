@@ -95,6 +95,18 @@ int nbd_save_conns(const struct nbd *n,
 			       const void *body, size_t body_len),
 		   void *arg, int *fds, size_t max);
 
+/* A connection as its record names it. */
+struct nbd_conn_saved {
+	int fd;             /* its socket, in the process that wrote the record */
+	uint32_t number;    /* its export's place in the config */
+	bool structured, meta_alloc, tcp;
+	const uint8_t *unread; /* the bytes it had read and not taken, in the record */
+	uint32_t unread_len;   /* at most a request header and its payload */
+};
+
+/* Parse a connection record. @return 0, or -EBADMSG. */
+int nbd_conn_record_parse(const uint8_t *rec, size_t len, struct nbd_conn_saved *out);
+
 /* The socket fd a connection record names, or -1 when the record is bad. */
 int nbd_conn_record_fd(const uint8_t *rec, size_t len);
 

@@ -125,57 +125,70 @@ int nbd_save_conns(const struct nbd *n,
 	return (int)count;
 }
 
-int nbd_conn_record_fd(const uint8_t *rec, size_t len)
+int nbd_conn_record_parse(const uint8_t *rec, size_t len, struct nbd_conn_saved *out)
 {
-	uint32_t fd;
+	uint32_t fd, flags;
 
 	if (len < NBDC_HEAD)
-		return -1;
+		return -EBADMSG;
 	fd = get_le32(rec);
-	return fd >= 3 && fd <= 65535 ? (int)fd : -1;
+	out->number = get_le32(rec + 4);
+	flags = get_le32(rec + 8);
+	out->unread_len = get_le32(rec + 12);
+	if (fd < 3 || fd > 65535 || (flags & ~NBDC_FLAGS) || out->unread_len > NBDC_UNREAD_MAX ||
+	    len - NBDC_HEAD != out->unread_len)
+		return -EBADMSG;
+	out->fd = (int)fd;
+	out->structured = flags & NBDC_STRUCTURED;
+	out->meta_alloc = flags & NBDC_META_ALLOC;
+	out->tcp = flags & NBDC_TCP;
+	out->unread = rec + NBDC_HEAD;
+	return 0;
+}
+
+int nbd_conn_record_fd(const uint8_t *rec, size_t len)
+{
+	struct nbd_conn_saved s;
+
+	return nbd_conn_record_parse(rec, len, &s) ? -1 : s.fd;
 }
 
 int nbd_adopt_conn(struct nbd *n, const uint8_t *rec, size_t len, int fd)
 {
 	struct nbd_export *e = NULL;
+	struct nbd_conn_saved s;
 	struct nbd_conn *c;
-	uint32_t number, flags, unread;
 	struct stat st;
 	size_t i;
 	int rc = -EBADMSG;
 
-	if (len < NBDC_HEAD)
-		goto refuse;
-	number = get_le32(rec + 4);
-	flags = get_le32(rec + 8);
-	unread = get_le32(rec + 12);
-	if ((flags & ~NBDC_FLAGS) || unread > NBDC_UNREAD_MAX || len - NBDC_HEAD != unread)
+	if (nbd_conn_record_parse(rec, len, &s))
 		goto refuse;
 	rc = -ENOTSOCK;
 	if (fstat(fd, &st) || !S_ISSOCK(st.st_mode))
 		goto refuse;
 	rc = -ENOENT;
 	for (i = 0; n && i < n->n_exports; i++)
-		if (n->exports[i].number == number && n->exports[i].has_pool)
+		if (n->exports[i].number == s.number && n->exports[i].has_pool)
 			e = &n->exports[i];
 	if (!e)
 		goto refuse;
 	(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
 	(void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-	c = nbd_conn_make(n, fd, flags & NBDC_TCP, unread + NBD_IN_MIN / 4);
+	c = nbd_conn_make(n, fd, s.tcp, s.unread_len + NBD_IN_MIN / 4);
 	if (!c)
 		return -ENOMEM; /* closed and counted */
 	c->got_flags = true;
 	c->transmit = true;
 	c->exp = e;
 	e->clients++;
-	c->structured = flags & NBDC_STRUCTURED;
-	if (flags & NBDC_META_ALLOC) {
+	c->structured = s.structured;
+	if (s.meta_alloc) {
 		c->meta = e;
 		c->meta_alloc = true;
 	}
-	memcpy(c->in, rec + NBDC_HEAD, unread);
-	c->in_len = unread;
+	memcpy(c->in, s.unread, s.unread_len);
+	c->in_len = s.unread_len;
 	n->st.adopted++;
 	log_notice("nbd connection %llu on export %s taken over from before the restart",
 		   (unsigned long long)c->id, e->name);

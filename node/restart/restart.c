@@ -244,9 +244,12 @@ static void adopt_conns(struct restart_stats *st, struct nbd *nbd, const bool *k
 	for (i = 0; i < st->n_conn; i++) {
 		const uint8_t *rec = st->conn[i].rec;
 		size_t len = st->conn[i].len;
-		int fd = nbd_conn_record_fd(rec, len);
-		uint32_t number = len >= 8 ? get_le32(rec + 4) : UINT32_MAX;
+		struct nbd_conn_saved s;
+		int fd;
 
+		if (nbd_conn_record_parse(rec, len, &s))
+			continue; /* checked at the load: not reached */
+		fd = s.fd;
 		for (j = 0; j < cs->n && cs->old[j] != fd; j++)
 			;
 		if (j == cs->n)
@@ -255,7 +258,7 @@ static void adopt_conns(struct restart_stats *st, struct nbd *nbd, const bool *k
 		cs->n--;        /* taken: nbd_adopt_conn serves it or closes it */
 		cs->fd[j] = cs->fd[cs->n];
 		cs->old[j] = cs->old[cs->n];
-		if (!nbd || number >= n_kept || !kept[number]) {
+		if (!nbd || s.number >= n_kept || !kept[s.number]) {
 			st->conns_refused++;
 			close(fd);
 			continue;
