@@ -321,3 +321,43 @@ int coll_wait_stat(const struct coll *c, int i, const char *name, uint64_t min, 
 	} while (harness_now_ms() < end);
 	return -ETIMEDOUT;
 }
+
+/* ---- pages read back ------------------------------------------------------ */
+
+void coll_page_text(unsigned char *page, uint64_t i, uint64_t seed)
+{
+	harness_page_text(page, i * 7 + seed * 1000003);
+}
+
+uint64_t coll_read_back(ramster *r, int pool, uint64_t tag, uint32_t per_obj, uint64_t n,
+			void (*expect)(unsigned char *page, uint64_t i, uint64_t seed),
+			uint64_t seed, struct coll_read *out)
+{
+	static unsigned char page[RAMSTER_PAGE_SIZE], want[RAMSTER_PAGE_SIZE];
+	uint64_t i;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	for (i = 0; i < n; i++) {
+		struct ramster_oid oid = harness_oid(tag, i / per_obj);
+
+		memset(page, 0xa5, sizeof(page));
+		rc = ramster_get(r, pool, &oid, (uint32_t)(i % per_obj), page);
+		expect(want, i, seed);
+		if (rc == 0 && !memcmp(page, want, sizeof(page))) {
+			out->ok++;
+			continue;
+		}
+		/* the first three lost, and the first three read wrong or refused otherwise */
+		if ((rc == -EIO ? out->eio : out->wrong + out->other) < 3)
+			fprintf(stderr, "  page %llu: rc %d%s\n", (unsigned long long)i, rc,
+				rc ? "" : ", bytes differ");
+		if (rc == 0)
+			out->wrong++;
+		else if (rc == -EIO)
+			out->eio++;
+		else
+			out->other++;
+	}
+	return n - out->ok;
+}

@@ -142,4 +142,28 @@ int coll_stat(const struct coll *c, int i, const char *name, uint64_t *value);
 int coll_wait_stat(const struct coll *c, int i, const char *name, uint64_t min, uint64_t max,
 		   unsigned ms);
 
+/* Page i of version seed for coll_read_back(): harness_page_text(page, i * 7 + seed * 1000003). */
+void coll_page_text(unsigned char *page, uint64_t i, uint64_t seed);
+
+/* What coll_read_back() found: each page read counts in exactly one. */
+struct coll_read {
+	uint64_t ok;	/* 0, and the bytes expected */
+	uint64_t wrong; /* 0, but other bytes */
+	uint64_t eio;	/* -EIO: the page is lost */
+	uint64_t other; /* any other -errno (-ENOENT among them) */
+};
+
+/*
+ * Read pages 0 to n - 1 of pool one by one with ramster_get(): page i is
+ * index i % per_obj of object harness_oid(tag, i / per_obj) and should hold
+ * the RAMSTER_PAGE_SIZE bytes expect(page, i, seed) writes. The buffer is
+ * filled with 0xa5 before each get. Counts every page in *out; names on
+ * stderr the first three -EIO pages and the first three otherwise not read
+ * back right. Asserts nothing: the test says which outcomes it allows.
+ * @return the pages not read back right (n - ok).
+ */
+uint64_t coll_read_back(ramster *r, int pool, uint64_t tag, uint32_t per_obj, uint64_t n,
+			void (*expect)(unsigned char *page, uint64_t i, uint64_t seed),
+			uint64_t seed, struct coll_read *out);
+
 #endif /* RAMSTER_COLLECTIVE_H */

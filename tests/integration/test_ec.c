@@ -48,11 +48,6 @@ static uint64_t stat_of(struct coll *t, int node, const char *name)
 	return v;
 }
 
-static void page_of(unsigned i, unsigned char *p, unsigned version)
-{
-	harness_page_text(p, (uint64_t)i * 7 + version * 1000003ull);
-}
-
 /* alpha (1 MiB tier) and nodes - 1 peers, redundancy = ec 2+1; node 1 lies when lie is set. */
 static void start_all(struct coll *t, int nodes, const char *lie)
 {
@@ -101,7 +96,7 @@ static void put_all(ramster *r, int pool, unsigned version)
 		struct ramster_oid oid = harness_oid(25, i / PER_OBJ);
 		int rc, tries = 0;
 
-		page_of(i, p, version);
+		coll_page_text(p, i, version);
 		while ((rc = ramster_put(r, pool, &oid, i % PER_OBJ, p)) == -ENOSPC && ++tries < 1500)
 			usleep(20000);
 		assert_int_equal(rc, 0);
@@ -111,25 +106,11 @@ static void put_all(ramster *r, int pool, unsigned version)
 /* @return the pages not read back identical; *eio the -EIO among them. */
 static unsigned check_all(ramster *r, int pool, unsigned version, unsigned *eio)
 {
-	static unsigned char p[PAGE], want[PAGE];
-	unsigned i, bad = 0;
+	struct coll_read got;
+	unsigned bad =
+	    (unsigned)coll_read_back(r, pool, 25, PER_OBJ, PAGES, coll_page_text, version, &got);
 
-	*eio = 0;
-	for (i = 0; i < PAGES; i++) {
-		struct ramster_oid oid = harness_oid(25, i / PER_OBJ);
-		int rc;
-
-		memset(p, 0xa5, PAGE);
-		rc = ramster_get(r, pool, &oid, i % PER_OBJ, p);
-		page_of(i, want, version);
-		if (rc == -EIO)
-			(*eio)++;
-		if (rc || memcmp(p, want, PAGE)) {
-			if (bad < 3)
-				fprintf(stderr, "  page %u: rc %d%s\n", i, rc, rc ? "" : ", bytes differ");
-			bad++;
-		}
-	}
+	*eio = (unsigned)got.eio;
 	return bad;
 }
 

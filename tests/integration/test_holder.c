@@ -106,7 +106,7 @@ static void put_all(ramster *r, int pool, uint64_t version)
 
 	for (i = 0; i < PAGES; i++) {
 		oid = harness_oid(21, (uint64_t)i / 256);
-		harness_page_text(page, (uint64_t)i * 7 + version * 1000003);
+		coll_page_text(page, (uint64_t)i, version);
 		assert_int_equal(put_page(r, pool, &oid, (uint32_t)(i % 256), page), 0);
 	}
 }
@@ -114,24 +114,12 @@ static void put_all(ramster *r, int pool, uint64_t version)
 /* Read every page: exact (this version) or -EIO, never anything else. @return the -EIOs. */
 static uint64_t get_all(ramster *r, int pool, uint64_t version)
 {
-	static unsigned char page[PAGE], want[PAGE];
-	struct ramster_oid oid;
-	uint64_t eio = 0;
-	int i, rc;
+	struct coll_read got;
 
-	for (i = 0; i < PAGES; i++) {
-		oid = harness_oid(21, (uint64_t)i / 256);
-		memset(page, 0xa5, sizeof(page));
-		rc = ramster_get(r, pool, &oid, (uint32_t)(i % 256), page);
-		harness_page_text(want, (uint64_t)i * 7 + version * 1000003);
-		if (rc == -EIO) {
-			eio++;
-			continue;
-		}
-		assert_int_equal(rc, 0);
-		assert_memory_equal(page, want, PAGE);
-	}
-	return eio;
+	coll_read_back(r, pool, 21, 256, PAGES, coll_page_text, version, &got);
+	assert_int_equal(got.wrong, 0);
+	assert_int_equal(got.other, 0);
+	return got.eio;
 }
 
 static void wait_remote(struct coll *t)

@@ -68,6 +68,13 @@ static void marker_page(unsigned char *page, uint64_t seed)
 	}
 }
 
+/* marker_page() of page i, as coll_read_back() asks for it */
+static void marker_of(unsigned char *page, uint64_t i, uint64_t seed)
+{
+	(void)seed;
+	marker_page(page, i);
+}
+
 static void write_conf(struct relay_test *t, int node, const char *security)
 {
 	struct coll *c = t->c;
@@ -226,10 +233,11 @@ static int put_page(ramster *r, int pool, const struct ramster_oid *oid, uint32_
 /* Put PAGES marker pages in a persistent pool on alpha; read them back, every byte. */
 static void round_trip(struct relay_test *t, uint64_t *remote)
 {
-	static unsigned char page[PAGE], want[PAGE];
+	static unsigned char page[PAGE];
 	ramster *r = harness_connect(&t->c->h[0]);
 	struct ramster_oid oid;
-	int pool, i, rc;
+	struct coll_read got;
+	int pool, i;
 	uint64_t end;
 
 	assert_non_null(r);
@@ -244,13 +252,8 @@ static void round_trip(struct relay_test *t, uint64_t *remote)
 	while (stat_of(t, 0, "tier_remote_pages") < PAGES / 2 && harness_now_ms() < end)
 		usleep(50000);
 	*remote = stat_of(t, 0, "tier_remote_pages");
-	for (i = 0; i < PAGES; i++) {
-		oid = harness_oid(12, (uint64_t)i / 256);
-		rc = ramster_get(r, pool, &oid, (uint32_t)(i % 256), page);
-		assert_int_equal(rc, 0); /* persistent, and nothing may be lost to an attacker */
-		marker_page(want, (uint64_t)i);
-		assert_memory_equal(page, want, PAGE);
-	}
+	/* persistent, and nothing may be lost to an attacker: every page exact */
+	assert_int_equal(coll_read_back(r, pool, 12, 256, PAGES, marker_of, 0, &got), 0);
 	assert_int_equal(ramster_pool_destroy(r, pool), 0);
 	ramster_close(r);
 }
@@ -320,13 +323,14 @@ static void test_splice(void **state)
 /* 40 broken links while 12,288 pages are read back: every page exact, none lost. */
 static void test_storm(void **state)
 {
-	static unsigned char page[PAGE], want[PAGE];
+	static unsigned char page[PAGE];
 	struct relay_test *t = *state;
 	char go[160];
 	ramster *r;
 	struct ramster_oid oid;
-	uint64_t remote, end, eio = 0, wrong = 0, other = 0, i;
-	int pool, rc, fd;
+	struct coll_read got;
+	uint64_t remote, end, i;
+	int pool, fd;
 
 	/* requests time out in 400 ms: a link's loss must cost some of them */
 	t->extra = "request_timeout_ms = 400\n";
@@ -350,24 +354,14 @@ static void test_storm(void **state)
 	fd = open(go, O_WRONLY | O_CREAT, 0600);
 	assert_true(fd >= 0);
 	close(fd);
-	for (i = 0; i < STORM_PAGES; i++) {
-		oid = harness_oid(13, i / 256);
-		rc = ramster_get(r, pool, &oid, (uint32_t)(i % 256), page);
-		marker_page(want, i);
-		if (rc == -EIO)
-			eio++;
-		else if (rc)
-			other++;
-		else if (memcmp(page, want, PAGE))
-			wrong++;
-	}
+	coll_read_back(r, pool, 13, 256, STORM_PAGES, marker_of, 0, &got);
 	fprintf(stderr,
 		"relay storm: %llu of %d pages remote; read back: %llu -EIO, %llu other errors, "
 		"%llu wrong; beta's frame_auth_failures %llu; alpha's links lost %llu, "
 		"cluster_timeouts %llu, remote_get_retries %llu, remote_get_lost %llu; "
 		"unanswered puts flushed %llu, of which beta kept a newer copy %llu\n",
-		(unsigned long long)remote, STORM_PAGES, (unsigned long long)eio,
-		(unsigned long long)other, (unsigned long long)wrong,
+		(unsigned long long)remote, STORM_PAGES, (unsigned long long)got.eio,
+		(unsigned long long)got.other, (unsigned long long)got.wrong,
 		(unsigned long long)stat_of(t, 1, "cluster_frame_auth_failures"),
 		(unsigned long long)stat_of(t, 0, "cluster_links_lost"),
 		(unsigned long long)stat_of(t, 0, "cluster_timeouts"),
@@ -375,9 +369,9 @@ static void test_storm(void **state)
 		(unsigned long long)stat_of(t, 0, "remote_get_lost"),
 		(unsigned long long)stat_of(t, 0, "remote_unanswered_puts_flushed"),
 		(unsigned long long)stat_of(t, 1, "foreign_flushes_newer"));
-	assert_int_equal(eio, 0);
-	assert_int_equal(other, 0);
-	assert_int_equal(wrong, 0);
+	assert_int_equal(got.eio, 0);
+	assert_int_equal(got.other, 0);
+	assert_int_equal(got.wrong, 0);
 	assert_int_equal(stat_of(t, 0, "remote_get_lost"), 0);
 	/* the storm did happen: links broke, some by a refused frame */
 	assert_true(stat_of(t, 0, "cluster_links_lost") >= 5);

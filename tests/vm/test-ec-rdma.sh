@@ -16,37 +16,26 @@
 
 bin=${RAMSTER_BIN:-build/bin}
 client=${RAMSTER_EC_CLIENT:-$bin/../tests/vm/ec-pages}
-fails=0
-pass() { echo "ok   - $*"; }
-fail() { echo "FAIL - $*"; fails=$((fails + 1)); }
-step() { echo "# [$(cut -d" " -f1 /proc/uptime)s] $*"; }
-now_ms() { awk '{printf "%d\n", $1 * 1000}' /proc/uptime; }
+# shellcheck source=tests/vm/rxe-lib.sh
+. "$(dirname "$0")/rxe-lib.sh"
 
-[ "${RAMSTER_VM:-}" = 1 ] || { echo "test-ec-rdma.sh runs inside the VM: tests/vm/run-vm.sh $0" >&2; exit 1; }
+vm_only
 for b in "$bin/ramsterd" "$bin/ramsterctl" "$client"; do
 	[ -x "$b" ] || { echo "FAIL - $b not built (make check-vm builds it)"; exit 1; }
 done
 t_start=$(now_ms)
 
 dir=$(mktemp -d /tmp/ec-test.XXXXXX)
-pids=""
 cpid=""
 cleanup() {
 	exec 3>&- 2>/dev/null
 	[ -n "$cpid" ] && kill -TERM "$cpid" 2>/dev/null
-	for p in $pids; do kill -TERM "$p" 2>/dev/null; done
-	sleep 0.5
-	for p in $pids; do kill -KILL "$p" 2>/dev/null; done
+	stop_nodes
 }
 trap cleanup EXIT
 
 # ---- soft-RoCE ------------------------------------------------------------------
-step "veth va<->vb with 192.0.2.1-4, rxe0 on va"
-ip link add va type veth peer name vb &&
-	for i in 1 2 3 4; do ip addr add 192.0.2.$i/24 dev va; done &&
-	ip link set va up && ip link set vb up &&
-	rdma link add rxe0 type rxe netdev va || { echo "FAIL - soft-RoCE setup"; exit 1; }
-pass "rxe0: $(rdma link show | grep rxe0)"
+rxe_up 4
 
 # ---- the collective: n1 the owner, n2-n4 its holders --------------------------------
 local_mb=1
@@ -80,14 +69,6 @@ CONF
 	done
 } > "$dir/cluster.conf"
 
-start() { # start NODE: sets $last
-	"$bin/ramsterd" --config "$dir/cluster.conf" --node "$1" --log-level info 2>> "$dir/$1.log" &
-	last=$!
-	pids="$pids $last"
-}
-stat() { # stat NODE NAME
-	"$bin/ramsterctl" --socket "$dir/$1.sock" stats 2>/dev/null | awk -v n="$2" '$1 == n {print $2}'
-}
 stats() { # stats NODE NAME...: "name=value ..." on one line
 	n=$1
 	shift
@@ -96,18 +77,6 @@ stats() { # stats NODE NAME...: "name=value ..." on one line
 		END {n = split(substr(want, 2), w, " "); s = ""
 		     for (i = 1; i <= n; i++) s = s (i > 1 ? " " : "") w[i] "=" (w[i] in v ? v[w[i]] : "?")
 		     print s}'
-}
-peers_up() { # peers_up NODE
-	"$bin/ramsterctl" --socket "$dir/$1.sock" peers 2>/dev/null | grep -c ' up '
-}
-wait_up() { # wait_up NODE COUNT SECONDS
-	i=0
-	while [ "$i" -lt $(($3 * 5)) ]; do
-		[ "$(peers_up "$1")" -ge "$2" ] && return 0
-		sleep 0.2
-		i=$((i + 1))
-	done
-	return 1
 }
 # n1's remotify at rest: every frame it took is done and tier_remote_pages held
 # still over two readings; prints the count (empty if it never came to rest)
@@ -157,21 +126,8 @@ for n in n1 n2 n3 n4; do
 	start $n
 	eval "p_$n=\$last"
 done
-t0=$(now_ms)
-if wait_up n1 3 90 && wait_up n2 3 30 && wait_up n3 3 30 && wait_up n4 3 30; then
-	pass "all links up in $(($(now_ms) - t0)) ms"
-else
-	fail "links not up"
-	for n in n1 n2 n3 n4; do sed "s/^/  $n| /" "$dir/$n.log" | tail -8; done
-	exit 1
-fi
-"$bin/ramsterctl" --socket "$dir/n1.sock" peers > "$dir/peers.txt"
-if [ "$(grep ' up ' "$dir/peers.txt" | grep -c ' rdma  *rxe0 ')" -eq 3 ]; then
-	pass "ramsterctl peers: n1's three links are rdma on rxe0"
-else
-	fail "ramsterctl peers does not show three rdma links on rxe0"
-	sed 's/^/  | /' "$dir/peers.txt"
-fi
+all_up 90 n1 n2 n3 n4 || exit 1
+rdma_links n1 3
 echo "# n1: $(stats n1 ec_data_fragments ec_parity_fragments replica_target)"
 
 # ---- pages through n1, most of them remote -------------------------------------------
@@ -288,11 +244,5 @@ exec 3>&-
 wait "$cpid" || fail "the client exited $?"
 cpid=""
 echo "# test-ec-rdma: $(($(now_ms) - t_start)) ms from the rxe setup"
-if [ $fails -eq 0 ]; then
-	echo "# test-ec-rdma: all passed"
-	exit 0
-fi
-echo "# test-ec-rdma: $fails failed"
-[ -s "$dir/client.err" ] && sed 's/^/  client| /' "$dir/client.err" | tail -10
-for n in n1 n2 n3 n4; do echo "# $n.log"; tail -15 "$dir/$n.log" | sed "s/^/  $n| /"; done
-exit 1
+[ $fails -gt 0 ] && [ -s "$dir/client.err" ] && sed 's/^/  client| /' "$dir/client.err" | tail -10
+finish test-ec-rdma n1 n2 n3 n4

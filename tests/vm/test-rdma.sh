@@ -9,33 +9,19 @@
 # workload (default 4x node 1's tier). Exit 0 or 1.
 
 bin=${RAMSTER_BIN:-build/bin}
-fails=0
-pass() { echo "ok   - $*"; }
-fail() { echo "FAIL - $*"; fails=$((fails + 1)); }
-step() { echo "# [$(cut -d" " -f1 /proc/uptime)s] $*"; }
-now_ms() { awk '{printf "%d\n", $1 * 1000}' /proc/uptime; }
+# shellcheck source=tests/vm/rxe-lib.sh
+. "$(dirname "$0")/rxe-lib.sh"
 
-[ "${RAMSTER_VM:-}" = 1 ] || { echo "test-rdma.sh runs inside the VM: tests/vm/run-vm.sh $0" >&2; exit 1; }
+vm_only
 for b in ramsterd ramsterctl ramster-bench; do
 	[ -x "$bin/$b" ] || { echo "FAIL - $bin/$b not built"; exit 1; }
 done
 
 dir=$(mktemp -d /tmp/rdma-test.XXXXXX)
-pids=""
-cleanup() {
-	for p in $pids; do kill -TERM "$p" 2>/dev/null; done
-	sleep 0.5
-	for p in $pids; do kill -KILL "$p" 2>/dev/null; done
-}
-trap cleanup EXIT
+trap stop_nodes EXIT
 
 # ---- soft-RoCE ------------------------------------------------------------------
-step "veth va<->vb with 192.0.2.1-3, rxe0 on va"
-ip link add va type veth peer name vb &&
-	for i in 1 2 3; do ip addr add 192.0.2.$i/24 dev va; done &&
-	ip link set va up && ip link set vb up &&
-	rdma link add rxe0 type rxe netdev va || { echo "FAIL - soft-RoCE setup"; exit 1; }
-pass "rxe0: $(rdma link show | grep rxe0)"
+rxe_up 3
 
 # ---- the transport alone: the unit test, now that a device exists ----------------------
 unit=${RAMSTER_UNIT:-$bin/../tests/unit/test_rdma}
@@ -91,44 +77,12 @@ CONF
 conf "$dir/cluster.conf" "$dir/cluster.key"
 conf "$dir/wrong.conf" "$dir/wrong.key"
 
-start() { # start NODE CONF: sets $last
-	"$bin/ramsterd" --config "$2" --node "$1" --log-level info 2>> "$dir/$1.log" &
-	last=$!
-	pids="$pids $last"
-}
-stat() { # stat NODE NAME
-	"$bin/ramsterctl" --socket "$dir/$1.sock" stats 2>/dev/null | awk -v n="$2" '$1 == n {print $2}'
-}
-peers_up() { # peers_up NODE
-	"$bin/ramsterctl" --socket "$dir/$1.sock" peers 2>/dev/null | grep -c ' up '
-}
-wait_up() { # wait_up NODE COUNT SECONDS
-	i=0
-	while [ "$i" -lt $(($3 * 5)) ]; do
-		[ "$(peers_up "$1")" -ge "$2" ] && return 0
-		sleep 0.2
-		i=$((i + 1))
-	done
-	return 1
-}
-
 step "three ramsterd, transport = rdma"
 start n1 "$dir/cluster.conf"; p1=$last
 start n2 "$dir/cluster.conf"; p2=$last
 start n3 "$dir/cluster.conf"; p3=$last
-t0=$(now_ms)
-if wait_up n1 2 60 && wait_up n2 2 30 && wait_up n3 2 30; then
-	pass "all links up in $(($(now_ms) - t0)) ms"
-else
-	fail "links not up"
-	for n in n1 n2 n3; do sed "s/^/  $n| /" "$dir/$n.log" | tail -8; done
-fi
-"$bin/ramsterctl" --socket "$dir/n1.sock" peers | tee "$dir/peers.txt"
-if [ "$(grep ' up ' "$dir/peers.txt" | grep -c ' rdma  *rxe0 ')" -eq 2 ]; then
-	pass "ramsterctl peers: both links rdma on rxe0"
-else
-	fail "ramsterctl peers does not show two rdma links on rxe0"
-fi
+all_up 60 n1 n2 n3
+rdma_links n1 2
 grep -q "transport rdma" "$dir/n1.log" && pass "n1 logged its transport: $(grep -o 'transport rdma.*' "$dir/n1.log" | head -1)"
 
 # ---- a workload 4x node 1's tier --------------------------------------------------------
@@ -200,10 +154,4 @@ fi
 kill -0 "$p1" 2>/dev/null && kill -0 "$p2" 2>/dev/null && pass "n1 and n2 still running" ||
 	fail "a node died"
 
-if [ $fails -eq 0 ]; then
-	echo "# test-rdma: all passed"
-	exit 0
-fi
-echo "# test-rdma: $fails failed"
-for n in n1 n2 n3; do echo "# $n.log"; tail -15 "$dir/$n.log" | sed "s/^/  $n| /"; done
-exit 1
+finish test-rdma n1 n2 n3
