@@ -1,7 +1,7 @@
 # shellcheck shell=bash disable=SC2154  # bin, nodes, pids: set by the script that sources this
-# bench-nodes.sh - sourced by the benchmarks that run a collective of daemons
-# on this machine (bench-collective.sh, bench-ec.sh): the pinning, the start,
-# the liveness check and the stop, written once.
+# bench-nodes.sh - sourced by the benchmarks that run daemons on this machine
+# (bench.sh, bench-collective.sh, bench-ec.sh): the pinning, the start of a
+# collective, the liveness check and the stop, written once.
 #
 # The caller sets, before use: bin (the binaries' directory), nodes (the node
 # names, alpha first), pids=() and a function die MESSAGE that exits; and

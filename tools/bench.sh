@@ -23,23 +23,16 @@ pages=${RAMSTER_BENCH_PAGES:-50000}
 reps=${RAMSTER_BENCH_REPS:-5}
 big=${RAMSTER_BENCH_BIG:-1000000}
 bench="$bin/ramster-bench"
-pin=()
-if [ -n "${RAMSTER_BENCH_CPU:-}" ]; then
-	command -v taskset >/dev/null || { echo "bench: RAMSTER_BENCH_CPU needs taskset" >&2; exit 1; }
-	pin=(taskset -c "$RAMSTER_BENCH_CPU")
-fi
+# shellcheck source=tools/bench-nodes.sh
+. "$(dirname "$0")/bench-nodes.sh"
+bench_pin bench
 daemon_pid=
 dir=$(mktemp -d /tmp/ramster-bench.XXXXXX) || exit 1
 
 cleanup() {
-	if [ -n "$daemon_pid" ] && kill -0 "$daemon_pid" 2>/dev/null; then
-		kill -TERM "$daemon_pid" 2>/dev/null
-		for _ in $(seq 50); do
-			kill -0 "$daemon_pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$daemon_pid" 2>/dev/null
-		wait "$daemon_pid" 2>/dev/null
+	if [ -n "$daemon_pid" ]; then
+		pids=("$daemon_pid")
+		bench_stop
 	fi
 	rm -rf "$dir"
 }

@@ -182,38 +182,40 @@ int restart_save(struct zcache *z, struct pools *p, const struct nbd *nbd, struc
 }
 
 /* An export's record, kept until the NBD frontend exists (checked now). */
-static int keep_export(struct restart_stats *st, const uint8_t *rec, size_t len)
-{
-	struct nbd_saved s;
-	uint8_t *copy;
-
-	if (st->n_nbd == RESTART_NBD_MAX || nbd_record_parse(rec, len, &s))
-		return -EBADMSG;
-	copy = malloc(len);
-	if (!copy)
-		return -ENOMEM;
-	memcpy(copy, rec, len);
-	st->nbd[st->n_nbd].rec = copy;
-	st->nbd[st->n_nbd].len = len;
-	st->n_nbd++;
-	return 0;
-}
-
-/* A connection's record, kept until the exports are taken back (checked then). */
-static int keep_conn(struct restart_stats *st, const uint8_t *rec, size_t len)
+/* A copy of rec as kept[*n] (at most max). @return 0, -EBADMSG (no room), -ENOMEM. */
+static int keep_rec(struct restart_rec *kept, unsigned *n, unsigned max, const uint8_t *rec,
+		    size_t len)
 {
 	uint8_t *copy;
 
-	if (st->n_conn == RESTART_CONNS_MAX || nbd_conn_record_fd(rec, len) < 0)
+	if (*n == max)
 		return -EBADMSG;
 	copy = malloc(len ? len : 1);
 	if (!copy)
 		return -ENOMEM;
 	memcpy(copy, rec, len);
-	st->conn[st->n_conn].rec = copy;
-	st->conn[st->n_conn].len = len;
-	st->n_conn++;
+	kept[*n] = (struct restart_rec){ copy, len };
+	(*n)++;
 	return 0;
+}
+
+static int keep_export(struct restart_stats *st, const uint8_t *rec, size_t len)
+{
+	struct nbd_saved s;
+
+	if (nbd_record_parse(rec, len, &s))
+		return -EBADMSG;
+	return keep_rec(st->nbd, &st->n_nbd, RESTART_NBD_MAX, rec, len);
+}
+
+/* A connection's record, kept until the exports are taken back. */
+static int keep_conn(struct restart_stats *st, const uint8_t *rec, size_t len)
+{
+	struct nbd_conn_saved s;
+
+	if (nbd_conn_record_parse(rec, len, &s))
+		return -EBADMSG;
+	return keep_rec(st->conn, &st->n_conn, RESTART_CONNS_MAX, rec, len);
 }
 
 static void drop_exports(struct restart_stats *st)
