@@ -27,8 +27,10 @@
 # wrong or missing. Stops every process it started. About 3 minutes on 2 cores.
 # Environment:
 #   RAMSTER_BENCH_EC          0: skip (default 1)
-#   RAMSTER_BENCH_EC_MODES    the modes, default "replicas 1,replicas 2,replicas 3,ec 4+2"
-#                             (the goals need replicas 1, replicas 3 and one ec mode)
+#   RAMSTER_BENCH_EC_MODES    the modes, default "replicas 1,replicas 2,replicas 3,ec 4+2,
+#                             ec 4+2 extra 1" (the goals need replicas 1, replicas 3 and one
+#                             ec mode; "ec K+M extra E" adds ec_read_extra = E: reads ask
+#                             K+E holders and use the first K answers, EC-Cache's late binding)
 #   RAMSTER_BENCH_EC_PASSES   passes over the modes, medians reported (default 3)
 #   RAMSTER_BENCH_EC_LOCAL_MB alpha's local tier (default 16)
 #   RAMSTER_BENCH_EC_PAGES    pages a put phase (default 8x the tier's frames: 32768)
@@ -53,7 +55,7 @@ rounds=${RAMSTER_BENCH_ROUNDS:-5}
 iters=${RAMSTER_BENCH_ITERS:-1000}
 put_reps=${RAMSTER_BENCH_PUT_REPS:-2}
 passes=${RAMSTER_BENCH_EC_PASSES:-3}
-IFS=, read -r -a modes <<<"${RAMSTER_BENCH_EC_MODES:-replicas 1,replicas 2,replicas 3,ec 4+2}"
+IFS=, read -r -a modes <<<"${RAMSTER_BENCH_EC_MODES:-replicas 1,replicas 2,replicas 3,ec 4+2,ec 4+2 extra 1}"
 keep=${RAMSTER_BENCH_EC_KEEP:-}
 nnodes=7
 high=90
@@ -135,15 +137,18 @@ declare -A F1 # PASS-I: one run's figures
 # one_mode PASS I MODE: a fresh collective under MODE, netbench against it; its JSON,
 # log and alpha's counters kept in $dir/PASS-I
 one_mode() {
-	local pass=$1 idx=$2 mode=$3 t0 up dead rc n base peer_args=()
+	local pass=$1 idx=$2 mode=$3 t0 up dead rc n base peer_args=() extra=()
 
 	run="$dir/$pass-$idx"
 	mkdir "$run" || die "mkdir $run"
 	cp "$dir/cluster.key" "$run/cluster.key"
 	base=$((8400 + RANDOM % 500))
+	# "ec K+M extra E": that code, reads asking E holders more than K (ec_read_extra)
+	[[ $mode == *" extra "* ]] && extra=("ec_read_extra = ${mode##* extra }")
 	NODES=$nnodes "$(dirname "$0")/cluster-conf.sh" "$run" "bench-ec" "$base" "$local_mb" \
 		"dead_after_ms = $dead_after_ms" "request_timeout_ms = $request_timeout_ms" \
-		"high_watermark = $high%" "low_watermark = $low%" "redundancy = $mode" \
+		"high_watermark = $high%" "low_watermark = $low%" "redundancy = ${mode% extra *}" \
+		${extra[@]+"${extra[@]}"} \
 		>"$run/cluster.conf" || die "cannot write the cluster file"
 	t0=$SECONDS
 	bench_start "$run/cluster.conf" "$run" "$mode: "
@@ -290,7 +295,7 @@ field() { # field MODE N: the mode's Nth figure ("" if the mode was not run)
 echo
 echo "goals:"
 ec=
-for mode in "${modes[@]}"; do [[ $mode == ec* ]] && ec=$mode; done
+for mode in "${modes[@]}"; do [[ $mode == ec* && $mode != *" extra "* ]] && ec=$mode; done
 ec=${ec:-ec 4+2}
 r=$(ratio "$(field "$ec" 11)" "$(field "replicas 3" 11)")
 printf '  %-52s %6s  %s\n' "RAM a remote page, $ec / replicas 3 <= 0.55" "${r:-n/a}" \
@@ -304,5 +309,11 @@ printf '  %-52s %6s  %s\n' "repatriate p50, $ec / replicas 1 <= 1.5" "${r:-n/a}"
 echo "    (p99: $(r=$(ratio "$(field "$ec" 2)" "$(field "replicas 1" 2)"); echo "${r:-n/a}");" \
 	"remotify pages/s: $(ratio "$(field "$ec" 3)" "$(field "replicas 1" 3)") of replicas 1's," \
 	"$(r=$(ratio "$(field "$ec" 3)" "$(field "replicas 3" 3)"); echo "${r:-n/a}") of replicas 3's)"
+for mode in "${modes[@]}"; do
+	[[ $mode == *" extra "* ]] || continue
+	r=$(ratio "$(field "$mode" 1)" "$(field "replicas 1" 1)")
+	r99=$(ratio "$(field "$mode" 2)" "$(field "replicas 1" 2)")
+	echo "  (EC-Cache's late binding, $mode: repatriate p50 ${r:-n/a}, p99 ${r99:-n/a} of replicas 1's)"
+done
 echo "bench-ec: $((SECONDS - t_start)) s"
 exit 0
