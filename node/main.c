@@ -197,10 +197,12 @@ struct main_node {
 	 * waiting for quiet: only main_break ends the loop) or under way */
 	enum { MAIN_RUN, MAIN_STOP, MAIN_RESTART_EXEC, MAIN_RESTART_FDSTORE } how;
 	struct restart_stats restart;
-	/* a warm restart in a collective waits for what is in flight (remote_quiet) */
+	/* a warm restart waits for what is in flight: first the NBD requests
+	 * (nbd_quiet), then, in a collective, the requests to peers (remote_quiet) */
 	ev_timer quiet;
 	uint64_t quiet_until_ns;
-	unsigned quiet_ms; /* the wait's bound: request_timeout_ms and a second */
+	unsigned quiet_ms;   /* each wait's bound: request_timeout_ms and a second */
+	bool remote_waited;  /* the NBD wait is over: the collective's runs */
 };
 
 /* Whether the node may restart warm now; logs (and with why, says) why not. */
@@ -226,13 +228,36 @@ static void main_break(struct main_node *n, int how)
 	spin_break(ev_userdata(n->loop)); /* the loop's driver (spin_create) */
 }
 
-/* Every 5 ms while a restart waits: are the collective and the NBD connections quiet? */
+/*
+ * The NBD requests are answered (or the wait is over: a connection whose
+ * request still runs closes at the restart, as every one did before they
+ * were handed over, and its client sends it again): now the collective.
+ * The NBD wait comes first because a write may wait for remotify to make
+ * room in the tier, and remote_quiesce stops remotify.
+ */
+static void main_quiet_remote(struct main_node *n)
+{
+	if (!nbd_quiet(n->nbd))
+		log_error("restart: NBD requests still running after %u ms: their connections "
+			  "close",
+			  n->quiet_ms);
+	n->remote_waited = true;
+	if (n->remote)
+		remote_quiesce(n->remote);
+	n->quiet_until_ns = clock_now_ns() + (uint64_t)n->quiet_ms * 1000000u;
+}
+
+/* Every 5 ms while a restart waits: are the NBD connections, then the collective, quiet? */
 static void main_quiet_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct main_node *n = w->data;
-	bool remote_ok = !n->remote || remote_quiet(n->remote);
 
-	if (remote_ok && nbd_quiet(n->nbd)) {
+	if (!n->remote_waited) {
+		if (!nbd_quiet(n->nbd) && clock_now_ns() < n->quiet_until_ns)
+			return;
+		main_quiet_remote(n);
+	}
+	if (!n->remote || remote_quiet(n->remote)) {
 		ev_timer_stop(loop, w);
 		main_break(n, n->how);
 		return;
@@ -240,15 +265,6 @@ static void main_quiet_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	if (clock_now_ns() < n->quiet_until_ns)
 		return;
 	ev_timer_stop(loop, w);
-	if (remote_ok) {
-		/* an NBD request still runs: its connection closes at the exec, as
-		 * every one did before handing over (its client sends it again) */
-		log_error("restart: NBD requests still running after %u ms: their connections "
-			  "close",
-			  n->quiet_ms);
-		main_break(n, n->how);
-		return;
-	}
 	if (n->how == MAIN_RESTART_FDSTORE) {
 		log_error("restart: requests to peers still unanswered after %u ms: stopping cold",
 			  n->quiet_ms);
@@ -265,9 +281,10 @@ static void main_quiet_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 /*
  * Restart warm (how) once the NBD requests running are answered (no new one
- * is started: nbd_quiesce) and, in a collective, once nothing is in flight
- * but flushes owed (the remotify thread and re-replication stopped
- * meanwhile), so that the image holds every page where it is.
+ * is started: nbd_quiesce) and then, in a collective, once nothing is in
+ * flight but flushes owed (the remotify thread and re-replication stopped
+ * meanwhile: main_quiet_remote), so that the image holds every page where
+ * it is.
  */
 static void main_restart_begin(struct main_node *n, int how)
 {
@@ -279,9 +296,8 @@ static void main_restart_begin(struct main_node *n, int how)
 		main_break(n, how);
 		return;
 	}
-	if (n->remote)
-		remote_quiesce(n->remote);
 	n->how = how;
+	n->remote_waited = false;
 	n->quiet_until_ns = clock_now_ns() + (uint64_t)n->quiet_ms * 1000000u;
 	ev_timer_again(n->loop, &n->quiet);
 }
