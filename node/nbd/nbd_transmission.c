@@ -579,8 +579,10 @@ int nbd_process(struct nbd_conn *c)
 		}
 		if (nbd_send(c))
 			return CONN_CLOSED;
-		/* stopped by the backlog and the socket took it: run what the input holds */
-		if (rc != 1 || c->busy || c->closing || c->out_len - c->out_off >= NBD_OUT_HIGH)
+		/* stopped by the backlog and the socket took it: run what the input holds
+		 * (not while quiescing: then nothing more is run, and nothing would stop us) */
+		if (rc != 1 || c->busy || c->closing || c->srv->quiescing ||
+		    c->out_len - c->out_off >= NBD_OUT_HIGH)
 			break;
 	}
 	nbd_watch(c);

@@ -3,15 +3,23 @@
 # (test_restart_nbd.sh, issue 22): the socket is handed to the re-executed
 # process, so the client must never see it close, never get an error, and
 # read back every block it wrote, before and after, on that one socket.
-# Usage: nbd_across.py SOCKET EXPORT MODE FIRST BLOCKS DIR
+# Usage: nbd_across.py SOCKET EXPORT MODE FIRST BLOCKS DIR [random]
 #   split:  write blocks [FIRST, FIRST+BLOCKS) with 16 requests in flight; then
 #           send a WRITE's header and the first 1000 bytes of its payload, touch
 #           DIR/split, wait for DIR/restarted, send the rest; read every block back.
+#   hold:   write blocks [FIRST, FIRST+BLOCKS), touch DIR/written, wait for
+#           DIR/hold-go, send a READ of block FIRST, touch DIR/asked, wait for
+#           DIR/restarted, take its answer; read every block back. (The test stops
+#           the block's holder meanwhile: the read is running when the restart
+#           begins, and its answer comes while the node quiesces.)
 #   stream: write and read blocks of [FIRST, FIRST+BLOCKS) round and round, 16
 #           requests in flight, from before DIR/split-stream is touched until 2000
 #           replies after DIR/restarted appears; then read every block back.
+# random: blocks of random bytes (they do not compress: a small tier fills and
+# writes wait for remotify to make room), not text.
 # Prints the replies and the longest wait for one; exits 1 on any error.
 import os
+import random
 import struct
 import sys
 import time
@@ -25,6 +33,7 @@ WINDOW = 16
 
 path, export, mode = sys.argv[1], sys.argv[2].encode(), sys.argv[3]
 first, blocks, tmp = int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+noise = sys.argv[7:] == ["random"]
 version = {}  # block -> the round its bytes are of
 s = dial(path, export)[0]
 s.settimeout(120)  # the kernel's request timeout, generously: a lost reply fails
@@ -32,6 +41,8 @@ longest, replies, last = 0.0, 0, time.monotonic()
 
 
 def block(b, rnd):
+    if noise:
+        return random.Random(b * 1000003 + rnd).randbytes(4096)
     head = ("block %d round %d %s " % (b, rnd, mode)).encode()
     return (head * (4096 // len(head) + 1))[:4096]
 
@@ -93,6 +104,13 @@ if mode == "split":
     s.sendall(data[1000:])
     reply({1 << 40: (WRITE, b, 0)})
     rng = range(first, first + blocks + 1)
+elif mode == "hold":
+    touch("written")
+    wait_for("hold-go")
+    s.sendall(struct.pack(">IHHQQI", REQ_MAGIC, 0, READ, 1 << 41, first * 4096, 4096))
+    touch("asked")
+    wait_for("restarted")
+    reply({1 << 41: (READ, first, version[first])})
 else:
     def stream():
         touch("split-stream")

@@ -103,4 +103,74 @@ t_conns_kept() {
 }
 run nbd_connections_kept_across_reexec t_conns_kept
 
+# In a collective, with a tier so small that the client's writes wait for
+# remotify to make room (the restart waits for the NBD requests before it
+# stops remotify: main_quiet_remote). Then a read that is running when the
+# restart begins: its block's holder is stopped, so the read waits on the
+# collective, and its answer comes while the node quiesces (nbd_process once
+# looped for ever there: nothing more is run while quiescing, and nothing
+# stopped the loop).
+t_conns_kept_collective() {
+	local across="$(dirname "$0")/nbd_across.py" port b rc=0 _
+	kill -TERM "$node" 2>/dev/null
+	wait "$node" 2>/dev/null
+	port=$(free_ports 2) || return 1
+	make_key "$T/key"
+	{
+		cluster_section restartnbd "replicas = 1" "room_wait_ms = 2000"
+		node_section c1 1 "$port" 4 0 "nbd_socket = $T/c1nbd.sock"
+		node_section c2 2 $((port + 1)) 16 256
+		printf '\n[export swapish]\nsize = 64M\n'
+	} >"$T/two.ini"
+	NODE_WAIT=socket start_node "$T/two.ini" c2 || return 1
+	NODE_WAIT=nbd_socket start_node "$T/two.ini" c1 || return 1
+	c1=$last_pid
+	wait_peers c1 1 || return 1
+	rm -f "$T"/split-stream "$T"/restarted
+	python3 "$across" "$T/c1nbd.sock" swapish stream 0 3000 "$T" random >"$T/cstream.out" 2>&1 &
+	b=$!
+	for _ in $(seq 600); do
+		[ -e "$T/split-stream" ] && [ "$(node_stat c1 tier_remotified 2>/dev/null || echo 0)" -gt 500 ] && break
+		sleep 0.05
+	done
+	echo "before: $(node_stat c1 tier_remotified) remotified, $(node_stat c1 nbd_room_waits) room waits"
+	kill -USR2 "$c1" || return 1
+	sleep 0.3
+	for _ in $(seq 400); do
+		[ "$(node_stat c1 restart_warm 2>/dev/null)" = 1 ] && break
+		sleep 0.05
+	done
+	[ "$(node_stat c1 restart_warm)" = 1 ] || { tail -20 "$T/c1.log"; return 1; }
+	touch "$T/restarted"
+	wait "$b" || rc=1
+	cat "$T/cstream.out"
+	echo "after: $(node_stat c1 tier_remotified) remotified, $(node_stat c1 nbd_room_waits) room waits," \
+		"$(node_stat c1 nbd_errors) NBD errors, $(node_stat c1 restart_nbd_conns) taken over"
+	[ $rc = 0 ] || { grep -E "restart|room" "$T/c1.log" | tail -10; return 1; }
+	[ "$(node_stat c1 restart_nbd_conns)" = 1 ] || return 1
+
+	rm -f "$T"/written "$T"/hold-go "$T"/asked "$T"/restarted
+	python3 "$across" "$T/c1nbd.sock" swapish hold 4000 3000 "$T" random >"$T/hold.out" 2>&1 &
+	b=$!
+	wait_for test -e "$T/written" || { cat "$T/hold.out"; return 1; }
+	kill -STOP "$pid_c2"
+	touch "$T/hold-go"
+	wait_for test -e "$T/asked" || { kill -CONT "$pid_c2"; return 1; }
+	sleep 0.2 # the read waits on the stopped holder
+	kill -USR2 "$c1"
+	sleep 0.5 # the node quiesces, waiting for the read
+	kill -CONT "$pid_c2"
+	for _ in $(seq 400); do
+		[ "$(node_stat c1 restart_warm 2>/dev/null)" = 1 ] &&
+			[ "$(node_stat c1 restart_nbd_conns 2>/dev/null)" = 1 ] && break
+		sleep 0.05
+	done
+	touch "$T/restarted"
+	wait "$b" || rc=1
+	cat "$T/hold.out"
+	grep -E "NBD requests still running|handed over" "$T/c1.log" | tail -3
+	[ $rc = 0 ] && [ "$(node_stat c1 restart_nbd_conns)" = 1 ]
+}
+run nbd_connections_kept_in_a_collective t_conns_kept_collective
+
 finish
