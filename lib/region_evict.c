@@ -16,6 +16,8 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "lib/region_int.h"
@@ -96,11 +98,32 @@ int rg_drop(struct rg_space *s, struct rg_region *g, size_t i)
 
 unsigned rg_drop_batch(struct rg_space *s, const uint32_t *v, unsigned n)
 {
+	struct iovec iov[RG_EVICT_BG];
 	unsigned k, freed = 0;
+	struct rg_slot *sl;
+	ssize_t r = -1;
 
-	for (k = 0; k < n; k++)
-		if (!rg_drop(s, s->slots[v[k]].reg, s->slots[v[k]].idx))
+	if (s->pidfd >= 0 && n > 1 && n <= RG_EVICT_BG) {
+		for (k = 0; k < n; k++) {
+			sl = &s->slots[v[k]];
+			iov[k].iov_base = (void *)(sl->reg->base + (uintptr_t)sl->idx * RG_PAGE);
+			iov[k].iov_len = RG_PAGE;
+		}
+		r = syscall(SYS_process_madvise, s->pidfd, iov, (size_t)n, MADV_DONTNEED, 0u);
+		if (r < 0 && (errno == ENOSYS || errno == EPERM || errno == EBADF)) {
+			close(s->pidfd); /* not for us here: a page at a time from now on */
+			s->pidfd = -1;
+		}
+	}
+	for (k = 0; k < n; k++) {
+		sl = &s->slots[v[k]];
+		if (r == (ssize_t)n * RG_PAGE) {
+			rg_dropped(s, sl->reg, sl->idx);
 			freed++;
+		} else if (!rg_drop(s, sl->reg, sl->idx)) { /* what failed, page by page */
+			freed++;
+		}
+	}
 	return freed;
 }
 

@@ -449,6 +449,7 @@ struct rg_space *rg_space_new(ramster *conn, size_t resident_bytes)
 	}
 	s->conn = conn;
 	s->uffd = s->stopfd = s->memfd = -1;
+	s->pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0u); /* -1: rg_drop_batch goes by page */
 	s->nslots = (uint32_t)pages;
 	s->st.budget_pages = pages;
 	err = pthread_mutex_init(&s->lock, NULL);
@@ -508,6 +509,8 @@ struct rg_space *rg_space_new(ramster *conn, size_t resident_bytes)
 	return s;
 
 free_mem:
+	if (s->pidfd >= 0)
+		close(s->pidfd);
 	if (s->stopfd >= 0)
 		close(s->stopfd);
 	if (s->uffd >= 0)
@@ -553,6 +556,8 @@ void rg_space_free(struct rg_space *s)
 	close(s->stopfd);
 	if (s->memfd >= 0)
 		close(s->memfd);
+	if (s->pidfd >= 0)
+		close(s->pidfd);
 	rg_zc_fini(s);
 	free(s->regs);
 	free(s->buf);

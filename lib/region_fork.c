@@ -104,7 +104,9 @@ void rg_fork_child(struct rg_space *s)
 	close(s->stopfd);
 	if (s->memfd >= 0)
 		close(s->memfd);
-	s->uffd = s->stopfd = s->memfd = -1;
+	if (s->pidfd >= 0)
+		close(s->pidfd); /* the parent's, not this process's */
+	s->uffd = s->stopfd = s->memfd = s->pidfd = -1;
 	s->thread_ok = 0;
 	s->evictor_ok = 0; /* not copied by fork; its condition variable is left alone */
 	pthread_mutex_unlock(&s->io);

@@ -160,6 +160,7 @@ struct rg_space {
 	struct ramster_iov iov[RG_BATCH];
 	uint32_t victims[RG_EVICT_BATCH];
 	int memfd; /* /proc/self/mem, opened when a noread page is evicted */
+	int pidfd; /* this process, for process_madvise (-1: a page at a time) */
 
 	struct ramster_region_stats st;
 	uint64_t lat_hist[64]; /* missing-fault service ns, by log2 */
@@ -235,7 +236,11 @@ void *rg_put_source(struct rg_space *s, struct rg_region *g, size_t i, uint8_t *
 /* region_evict.c: drop a victim (put or clean). @return 0 or -errno (it stays, referenced). */
 int rg_drop(struct rg_space *s, struct rg_region *g, size_t i);
 
-/* region_evict.c: drop the victims in slots v[0..n), n <= RG_EVICT_BG. @return how many. */
+/*
+ * region_evict.c: drop the victims in slots v[0..n), n <= RG_EVICT_BG, with one
+ * process_madvise (one TLB shoot-down for the batch, not one a page; page by page where it
+ * fails). @return how many were dropped.
+ */
 unsigned rg_drop_batch(struct rg_space *s, const uint32_t *v, unsigned n);
 
 /* region_zcache.c: the cache's key of page i of g: the pool's name of it. */
