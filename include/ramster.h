@@ -284,6 +284,7 @@ struct ramster_region_stats {
 	uint64_t zcache_absorbed;  /* dirty evictions kept in it with no put (of zcache_stored) */
 	uint64_t zcache_written_back; /* its pages put when they left it (in puts) */
 	uint64_t zcache_wb_sync;      /* ... of them, put by a fault (the evictor fell behind) */
+	uint64_t evicted_batched;     /* of evicted: dropped by one process_madvise a batch (6.13+) */
 };
 
 /* Read a region's counters. @return 0 or -errno (-ENOENT: no such region of r). */

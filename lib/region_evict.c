@@ -119,6 +119,7 @@ unsigned rg_drop_batch(struct rg_space *s, const uint32_t *v, unsigned n)
 		sl = &s->slots[v[k]];
 		if (r == (ssize_t)n * RG_PAGE) {
 			rg_dropped(s, sl->reg, sl->idx);
+			s->st.evicted_batched++;
 			freed++;
 		} else if (!rg_drop(s, sl->reg, sl->idx)) { /* what failed, page by page */
 			freed++;
@@ -242,20 +243,21 @@ static unsigned rg_evict(struct rg_space *s, unsigned want)
 /*
  * Put a batch of the compressed cache's write-back queue here: the queue has
  * outgrown RG_ZC_WB_MAX (the evictor falls behind), and the cache must stay
- * near its bound.
+ * near its bound. @return the entries taken (0: none queued).
  */
-static void rg_wb_sync(struct rg_space *s)
+static unsigned rg_wb_sync(struct rg_space *s)
 {
 	unsigned n = rg_zc_wb_take(s, s->iov, s->buf, RG_EVICT_BATCH);
 	int rc;
 
 	if (!n)
-		return;
+		return 0;
 	pthread_mutex_lock(&s->io);
 	rc = ramster_putv(s->conn, s->pool, s->iov, n);
 	pthread_mutex_unlock(&s->io);
 	rg_zc_wb_done(s, s->iov, n, rc);
 	s->st.zcache_wb_sync += n;
+	return n;
 }
 
 /*
@@ -264,8 +266,9 @@ static void rg_wb_sync(struct rg_space *s)
  */
 unsigned rg_room(struct rg_space *s, unsigned n)
 {
-	if (rg_zc_wb_queued(s) > RG_ZC_WB_MAX)
-		rg_wb_sync(s);
+	/* a burst (a prefetch window's evictions) can queue more than one batch */
+	while (rg_zc_wb_queued(s) > RG_ZC_WB_MAX && rg_wb_sync(s))
+		;
 	if (s->evictor_ok && !s->ev_on && s->nfree < s->wm_start + n) {
 		s->ev_on = 1;
 		pthread_cond_signal(&s->ev_cv);

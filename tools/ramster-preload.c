@@ -535,7 +535,8 @@ __attribute__((destructor)) static void pl_fini(void)
 		     "put_refused %llu over_budget %llu evict_failed %llu fault_ns_p50 %llu fault_ns_p99 %llu rss_peak_kib %llu "
 		     "evicted_bg %llu evicted_sync %llu faults_spun %llu zcache_cap_bytes %llu "
 		     "zcache_bytes %llu zcache_pages %llu zcache_stored %llu zcache_hits %llu "
-		     "zcache_absorbed %llu zcache_written_back %llu zcache_wb_sync %llu\n",
+		     "zcache_absorbed %llu zcache_written_back %llu zcache_wb_sync %llu "
+		     "evicted_batched %llu\n",
 		     (int)getpid(), (unsigned long long)st.budget_pages,
 		     (unsigned long long)st.resident_pages, (unsigned long long)st.pool_pages,
 		     (unsigned long long)st.faults, (unsigned long long)st.faults_zero,
@@ -550,7 +551,7 @@ __attribute__((destructor)) static void pl_fini(void)
 		     (unsigned long long)st.zcache_bytes, (unsigned long long)st.zcache_pages,
 		     (unsigned long long)st.zcache_stored, (unsigned long long)st.zcache_hits,
 		     (unsigned long long)st.zcache_absorbed, (unsigned long long)st.zcache_written_back,
-		     (unsigned long long)st.zcache_wb_sync);
+		     (unsigned long long)st.zcache_wb_sync, (unsigned long long)st.evicted_batched);
 	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
 	if (fd >= 0) {
 		if (write(fd, line, (size_t)n) != n)
