@@ -278,9 +278,13 @@ struct ramster_region_stats {
 	uint64_t faults_spun;	  /* faults the fault thread read while polling (no wake-up) */
 	uint64_t zcache_cap_bytes; /* the compressed cache's bound, beside the budget (0: off) */
 	uint64_t zcache_bytes;	   /* bytes it holds now (compressed pages and their headers) */
-	uint64_t zcache_pages;	   /* pages it holds now (copies of the pool's) */
-	uint64_t zcache_stored;	   /* pages stored in it (after their put) */
+	uint64_t zcache_pages;	   /* pages it holds now (their only current copy: write-back) */
+	uint64_t zcache_stored;	   /* pages stored in it (dirty evictions) */
 	uint64_t zcache_hits;	   /* faulted pages served from it, no round trip (not in gets) */
+	uint64_t zcache_absorbed;  /* dirty evictions kept in it with no put (of zcache_stored) */
+	uint64_t zcache_written_back; /* its pages put when they left it (in puts) */
+	uint64_t zcache_wb_sync;      /* ... of them, put by a fault (the evictor fell behind) */
+	uint64_t evicted_batched;     /* of evicted: dropped by one process_madvise a batch (6.13+) */
 };
 
 /* Read a region's counters. @return 0 or -errno (-ENOENT: no such region of r). */

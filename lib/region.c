@@ -190,8 +190,11 @@ static int rg_cut(struct rg_space *s, struct rg_region *g, size_t pi, size_t pj)
 	struct rg_region *t;
 	size_t k, rest;
 
-	for (k = pi; k < pj; k++)
+	for (k = pi; k < pj; k++) {
 		rg_slot_release(s, g, k);
+		if (g->st[k] & PG_INPOOL) /* the cache's copy goes with the page */
+			rg_zc_drop(s, rg_zc_key(&g->obj->oid, g->first + (uint32_t)k));
+	}
 	if (pi == 0 && pj == g->npages) {
 		rg_remove(s, g);
 		rg_region_free(s, g);
@@ -290,6 +293,8 @@ int rg_discard(struct rg_space *s, void *addr, size_t len)
 			continue;
 		i = (x - g->base) / RG_PAGE;
 		rg_slot_release(s, g, i);
+		if (g->st[i] & PG_INPOOL) /* the cache's copy goes too (never put after) */
+			rg_zc_drop(s, rg_zc_key(&g->obj->oid, g->first + (uint32_t)i));
 		g->st[i] = 0; /* reads zeros; the stale pool copy is never read again */
 	}
 	pthread_mutex_unlock(&s->lock);

@@ -9,12 +9,15 @@
  * reads the policy is FIFO by fault order. Every call holds s->lock.
  * Most eviction is the background evictor's (region_evictor.c), which keeps
  * free slots between two watermarks; a fault evicts here only when none is
- * left (counted: evicted_sync).
+ * left (counted: evicted_sync). A dirty victim goes into the compressed cache
+ * when it shrinks (region_zcache.c: write-back, no put), else to the pool.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "lib/region_int.h"
@@ -69,6 +72,17 @@ void *rg_put_source(struct rg_space *s, struct rg_region *g, size_t i, uint8_t *
  * Drop a victim (after its put). @return 0, or -errno when the kernel would
  * not drop it (an mlock'd page): then it stays, referenced.
  */
+/* Page i of g is gone from memory: its state and slot. */
+static void rg_dropped(struct rg_space *s, struct rg_region *g, size_t i)
+{
+	if (!(g->st[i] & PG_INPOOL))
+		g->st[i] = 0; /* a clean page never put holds zeros: fresh again */
+	else
+		g->st[i] = PG_INPOOL;
+	rg_slot_release(s, g, i);
+	s->st.evicted++;
+}
+
 int rg_drop(struct rg_space *s, struct rg_region *g, size_t i)
 {
 	uintptr_t a = g->base + i * RG_PAGE;
@@ -78,13 +92,40 @@ int rg_drop(struct rg_space *s, struct rg_region *g, size_t i)
 		s->st.evict_failed++;
 		return -errno;
 	}
-	if (!(g->st[i] & PG_INPOOL))
-		g->st[i] = 0; /* a clean page never put holds zeros: fresh again */
-	else
-		g->st[i] = PG_INPOOL;
-	rg_slot_release(s, g, i);
-	s->st.evicted++;
+	rg_dropped(s, g, i);
 	return 0;
+}
+
+unsigned rg_drop_batch(struct rg_space *s, const uint32_t *v, unsigned n)
+{
+	struct iovec iov[RG_EVICT_BG];
+	unsigned k, freed = 0;
+	struct rg_slot *sl;
+	ssize_t r = -1;
+
+	if (s->pidfd >= 0 && n > 1 && n <= RG_EVICT_BG) {
+		for (k = 0; k < n; k++) {
+			sl = &s->slots[v[k]];
+			iov[k].iov_base = (void *)(sl->reg->base + (uintptr_t)sl->idx * RG_PAGE);
+			iov[k].iov_len = RG_PAGE;
+		}
+		r = syscall(SYS_process_madvise, s->pidfd, iov, (size_t)n, MADV_DONTNEED, 0u);
+		if (r < 0 && (errno == ENOSYS || errno == EPERM || errno == EBADF)) {
+			close(s->pidfd); /* not for us here: a page at a time from now on */
+			s->pidfd = -1;
+		}
+	}
+	for (k = 0; k < n; k++) {
+		sl = &s->slots[v[k]];
+		if (r == (ssize_t)n * RG_PAGE) {
+			rg_dropped(s, sl->reg, sl->idx);
+			s->st.evicted_batched++;
+			freed++;
+		} else if (!rg_drop(s, sl->reg, sl->idx)) { /* what failed, page by page */
+			freed++;
+		}
+	}
+	return freed;
 }
 
 unsigned rg_clock_pick(struct rg_space *s, uint32_t *v, unsigned want)
@@ -129,7 +170,7 @@ unsigned rg_clock_pick(struct rg_space *s, uint32_t *v, unsigned want)
  */
 static unsigned rg_evict(struct rg_space *s, unsigned want)
 {
-	unsigned n, k, nput = 0, freed = 0;
+	unsigned n, k, nput = 0, freed = 0, ndrop;
 	struct rg_slot *sl;
 	uint8_t *p;
 	int rc;
@@ -137,16 +178,27 @@ static unsigned rg_evict(struct rg_space *s, unsigned want)
 	if (want > RG_EVICT_BATCH)
 		want = RG_EVICT_BATCH;
 	n = rg_clock_pick(s, s->victims, want);
-	/* the dirty ones to the pool, in one round trip */
+	/* the dirty ones into the cache (write-back, no put), or else to the pool, in one round
+	 * trip */
 	for (k = 0; k < n; k++) {
+		void *src;
+
 		sl = &s->slots[s->victims[k]];
-		if (!(sl->reg->st[sl->idx] & PG_DIRTY))
+		p = &sl->reg->st[sl->idx];
+		if (!(*p & PG_DIRTY))
 			continue;
+		src = rg_put_source(s, sl->reg, sl->idx, s->buf + (size_t)nput * RG_PAGE);
+		if (src && s->zc &&
+		    rg_zc_store(s, rg_zc_key(&sl->reg->obj->oid, sl->reg->first + sl->idx), s->zbuf,
+				rg_zc_compress(src, s->zbuf)) == 0) {
+			s->st.zcache_absorbed++;
+			*p = (uint8_t)((*p & ~PG_DIRTY) | PG_INPOOL);
+			continue;
+		}
 		s->iov[nput].oid = sl->reg->obj->oid;
 		s->iov[nput].index = sl->reg->first + sl->idx;
-		s->iov[nput].page =
-		    rg_put_source(s, sl->reg, sl->idx, s->buf + (size_t)nput * RG_PAGE);
-		s->iov[nput].result = s->iov[nput].page ? 0 : -EFAULT;
+		s->iov[nput].page = src;
+		s->iov[nput].result = src ? 0 : -EFAULT;
 		nput++;
 	}
 	if (nput) {
@@ -164,37 +216,59 @@ static unsigned rg_evict(struct rg_space *s, unsigned want)
 			if (s->iov[k].page)
 				s->iov[k].result = rc < 0 ? rc : tmp[j++].result;
 	}
-	for (k = 0, nput = 0; k < n; k++) {
+	for (k = 0, nput = 0, ndrop = 0; k < n; k++) {
 		sl = &s->slots[s->victims[k]];
 		p = &sl->reg->st[sl->idx];
 		if (*p & PG_DIRTY) {
-			uint64_t key = rg_zc_key(&sl->reg->obj->oid, sl->reg->first + sl->idx);
-
+			/* no older copy may stay in the cache: the page is newer, or now the pool's
+			 */
+			rg_zc_drop(s, rg_zc_key(&sl->reg->obj->oid, sl->reg->first + sl->idx));
 			if (s->iov[nput].result) {
-				rg_zc_drop(s, key); /* the pool's copy may have changed */
 				nput++;
 				s->st.put_refused++;
 				*p |= PG_REF; /* keep it; try others first next time */
 				continue;
 			}
-			/* the cache's copy is the pool's new one (the page is write-protected) */
-			if (s->zc)
-				rg_zc_store(s, key, s->zbuf,
-					    rg_zc_compress(s->iov[nput].page, s->zbuf));
 			nput++;
 			s->st.puts++;
 			*p = (uint8_t)((*p & ~PG_DIRTY) | PG_INPOOL);
 		}
-		if (!rg_drop(s, sl->reg, sl->idx))
-			freed++;
+		s->victims[ndrop++] = s->victims[k];
 	}
+	freed = rg_drop_batch(s, s->victims, ndrop);
 	s->st.evicted_sync += freed;
 	return freed;
 }
 
-/* Make room for n more resident pages. @return how many fit (>= 1 unless none could be freed). */
+/*
+ * Put a batch of the compressed cache's write-back queue here: the queue has
+ * outgrown RG_ZC_WB_MAX (the evictor falls behind), and the cache must stay
+ * near its bound. @return the entries taken (0: none queued).
+ */
+static unsigned rg_wb_sync(struct rg_space *s)
+{
+	unsigned n = rg_zc_wb_take(s, s->iov, s->buf, RG_EVICT_BATCH);
+	int rc;
+
+	if (!n)
+		return 0;
+	pthread_mutex_lock(&s->io);
+	rc = ramster_putv(s->conn, s->pool, s->iov, n);
+	pthread_mutex_unlock(&s->io);
+	rg_zc_wb_done(s, s->iov, n, rc);
+	s->st.zcache_wb_sync += n;
+	return n;
+}
+
+/*
+ * Make room for n more resident pages (s->buf is free: the callers fill it
+ * after). @return how many fit (>= 1 unless none could be freed).
+ */
 unsigned rg_room(struct rg_space *s, unsigned n)
 {
+	/* a burst (a prefetch window's evictions) can queue more than one batch */
+	while (rg_zc_wb_queued(s) > RG_ZC_WB_MAX && rg_wb_sync(s))
+		;
 	if (s->evictor_ok && !s->ev_on && s->nfree < s->wm_start + n) {
 		s->ev_on = 1;
 		pthread_cond_signal(&s->ev_cv);

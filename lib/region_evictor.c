@@ -12,8 +12,11 @@
  * busy and still write-protected (not written meanwhile: a write-protect
  * fault clears PG_WP before the write) is clean and dropped; a written one
  * stays, dirty. A slot released meanwhile (unmap, discard) lost its busy mark.
- * The put pages are compressed (still without the lock) into the space's
- * compressed cache (region_zcache.c) once their put succeeded.
+ * With the compressed cache (region_zcache.c), the dirty victims are first
+ * compressed without the lock, and those that shrink go into the cache, not
+ * to the pool (write-back): only the rest are put. Between batches, the
+ * evictor puts the cache's write-back queue (entries pushed out by younger
+ * ones), RG_EVICT_BG at a time, without s->lock.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -34,11 +37,53 @@ static int rg_evictor_due(struct rg_space *s)
 	return s->ev_on;
 }
 
+/*
+ * Into the cache, no put (write-back): the dirty victims m of the batch, compressed without
+ * s->lock. Called and returns with s->lock held. @return how many stay to be put (compacted
+ * to the front of the batch); *freed grows by the slots freed.
+ */
+static unsigned rg_evictor_absorb(struct rg_space *s, unsigned m, unsigned *freed)
+{
+	struct rg_bg *b = s->bg;
+	unsigned k, np = 0, ndrop = 0;
+	uint32_t drop[RG_EVICT_BG];
+	struct rg_slot *sl;
+	uint8_t *p;
+
+	pthread_mutex_unlock(&s->lock);
+	for (k = 0; k < m; k++)
+		b->zlen[k] = rg_zc_compress(b->iov[k].page, b->zbuf + (size_t)k * RG_ZC_BOUND);
+	pthread_mutex_lock(&s->lock);
+	for (k = 0; k < m; k++) {
+		sl = &s->slots[b->victims[k]];
+		if (!sl->busy)
+			continue; /* released meanwhile: its state is someone else's */
+		p = &sl->reg->st[sl->idx];
+		if (!(*p & PG_WP)) {
+			sl->busy = 0; /* written meanwhile: it stays, dirty */
+			continue;
+		}
+		if (b->zlen[k] && rg_zc_store(s, rg_zc_key(&b->iov[k].oid, b->iov[k].index),
+					      b->zbuf + (size_t)k * RG_ZC_BOUND, b->zlen[k]) == 0) {
+			sl->busy = 0;
+			s->st.zcache_absorbed++;
+			*p = (uint8_t)((*p & ~PG_DIRTY) | PG_INPOOL);
+			drop[ndrop++] = b->victims[k];
+			continue;
+		}
+		b->victims[np] = b->victims[k];
+		b->iov[np++] = b->iov[k]; /* its page stays where it is in b->buf */
+	}
+	*freed += rg_drop_batch(s, drop, ndrop);
+	return np;
+}
+
 /* One batch. Called and returns with s->lock held; drops it for the put. @return slots freed. */
 static unsigned rg_evictor_round(struct rg_space *s)
 {
 	struct rg_bg *b = s->bg;
-	unsigned n, k, m = 0, freed = 0;
+	unsigned n, k, m = 0, freed = 0, ndrop = 0;
+	uint32_t drop[RG_EVICT_BG];
 	struct rg_slot *sl;
 	uint8_t *p;
 	int rc = 0;
@@ -51,8 +96,7 @@ static unsigned rg_evictor_round(struct rg_space *s)
 		sl = &s->slots[h];
 		p = &sl->reg->st[sl->idx];
 		if (!(*p & PG_DIRTY)) {
-			if (!rg_drop(s, sl->reg, sl->idx))
-				freed++;
+			drop[ndrop++] = h; /* clean: dropped with the others below */
 			continue;
 		}
 		src = rg_put_source(s, sl->reg, sl->idx, b->buf + (size_t)m * RG_PAGE);
@@ -70,48 +114,61 @@ static unsigned rg_evictor_round(struct rg_space *s)
 		sl->busy = 1;
 		b->victims[m++] = h;
 	}
+	freed += rg_drop_batch(s, drop, ndrop);
+	ndrop = 0;
+	if (m && s->zc)
+		m = rg_evictor_absorb(s, m, &freed);
 	if (!m)
 		goto out;
-	/* the put without s->lock: faults go on meanwhile (s->io first: flushes wait for it) */
+	/* the rest (incompressible, or no cache) put without s->lock: faults go on meanwhile (s->io
+	 * first: flushes wait for it) */
 	pthread_mutex_lock(&s->io);
 	pthread_mutex_unlock(&s->lock);
 	rc = ramster_putv(s->conn, s->pool, b->iov, m);
 	pthread_mutex_unlock(&s->io);
-	for (k = 0; k < m; k++) /* the cache's copies, still without the lock */
-		b->zlen[k] =
-		    s->zc ? rg_zc_compress(b->iov[k].page, b->zbuf + (size_t)k * RG_ZC_BOUND) : 0;
 	pthread_mutex_lock(&s->lock);
 	for (k = 0; k < m; k++) {
-		uint64_t key = rg_zc_key(&b->iov[k].oid, b->iov[k].index);
-
 		sl = &s->slots[b->victims[k]];
-		if (!sl->busy) {
-			/* released meanwhile: its state is someone else's, the pool's copy maybe
-			 * too */
-			rg_zc_drop(s, key);
-			continue;
-		}
+		if (!sl->busy)
+			continue; /* released meanwhile: its state is someone else's */
 		sl->busy = 0;
 		p = &sl->reg->st[sl->idx];
 		if (rc < 0 || b->iov[k].result) {
-			rg_zc_drop(s, key);
 			s->st.put_refused++;
 			*p |= PG_REF; /* keep it; try others first next time */
 			continue;
 		}
-		rg_zc_store(s, key, b->zbuf + (size_t)k * RG_ZC_BOUND, b->zlen[k]);
+		/* the pool's copy is the current one: no older one may stay in the cache */
+		rg_zc_drop(s, rg_zc_key(&b->iov[k].oid, b->iov[k].index));
 		s->st.puts++;
 		*p |= PG_INPOOL;
 		if (!(*p & PG_WP))
 			continue; /* written during the put: the pool's copy is stale, it stays
 				     dirty */
 		*p &= (uint8_t)~PG_DIRTY;
-		if (!rg_drop(s, sl->reg, sl->idx))
-			freed++;
+		drop[ndrop++] = b->victims[k];
 	}
+	freed += rg_drop_batch(s, drop, ndrop);
 out:
 	s->st.evicted_bg += freed;
 	return freed;
+}
+
+/* Put a batch of the cache's write-back queue. Called and returns with s->lock held. */
+static void rg_evictor_wb(struct rg_space *s)
+{
+	struct rg_bg *b = s->bg;
+	unsigned n = rg_zc_wb_take(s, b->iov, b->buf, RG_EVICT_BG);
+	int rc;
+
+	if (!n)
+		return;
+	pthread_mutex_lock(&s->io);
+	pthread_mutex_unlock(&s->lock);
+	rc = ramster_putv(s->conn, s->pool, b->iov, n);
+	pthread_mutex_unlock(&s->io);
+	pthread_mutex_lock(&s->lock);
+	rg_zc_wb_done(s, b->iov, n, rc);
 }
 
 static void *rg_evictor(void *arg)
@@ -122,12 +179,14 @@ static void *rg_evictor(void *arg)
 		rg_thread_hook();
 	pthread_mutex_lock(&s->lock);
 	while (!s->ev_stop) {
-		if (!rg_evictor_due(s)) {
+		if (rg_evictor_due(s)) {
+			if (!rg_evictor_round(s))
+				s->ev_on = 0; /* nothing would go: wait for the next kick */
+		} else if (rg_zc_wb_queued(s)) {
+			rg_evictor_wb(s); /* free slots first, then the cache's queue */
+		} else {
 			pthread_cond_wait(&s->ev_cv, &s->lock);
-			continue;
 		}
-		if (!rg_evictor_round(s))
-			s->ev_on = 0; /* nothing would go: wait for the next kick, do not spin */
 	}
 	pthread_mutex_unlock(&s->lock);
 	return NULL;

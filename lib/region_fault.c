@@ -184,6 +184,8 @@ static void rg_fault_wp(struct rg_space *s, struct rg_region *g, size_t i, uintp
 		*p = PG_PRESENT | PG_DIRTY | PG_REF;
 	} else if (*p & PG_PRESENT) {
 		s->win_wp++;
+		if (*p & PG_INPOOL) /* the cache's copy is stale from now on */
+			rg_zc_drop(s, rg_zc_key(&g->obj->oid, g->first + (uint32_t)i));
 		*p = (uint8_t)((*p & ~PG_WP) | PG_DIRTY | PG_REF);
 	} else {
 		rg_wake(s, a, RG_PAGE); /* evicted meanwhile: it faults again as missing */
@@ -288,6 +290,8 @@ static void rg_fault_missing(struct rg_space *s, struct rg_region *g, size_t i, 
 	}
 	rg_slot_take(s, g, i);
 	*p = (uint8_t)((*p & PG_INPOOL) | PG_PRESENT | PG_REF | (wp ? PG_WP : PG_DIRTY));
+	if (!wp && hit[0]) /* fetched dirty: the cache's copy will be stale */
+		rg_zc_drop(s, rg_zc_key(&g->obj->oid, g->first + (uint32_t)i));
 	/*
 	 * The prefetched ones, unreferenced. A run of writes (a buffer being
 	 * filled) gets them writable and dirty: protecting them would cost one
@@ -305,6 +309,9 @@ static void rg_fault_missing(struct rg_space *s, struct rg_region *g, size_t i, 
 			g->st[i + k] = (uint8_t)((g->st[i + k] & PG_INPOOL) | PG_PRESENT |
 						 (wp ? PG_WP : PG_DIRTY));
 			s->st.prefetched++;
+			if (!wp && hit[k])
+				rg_zc_drop(s,
+					   rg_zc_key(&g->obj->oid, g->first + (uint32_t)(i + k)));
 		}
 	}
 	sm->next = a + (uintptr_t)n * RG_PAGE;
@@ -442,6 +449,7 @@ struct rg_space *rg_space_new(ramster *conn, size_t resident_bytes)
 	}
 	s->conn = conn;
 	s->uffd = s->stopfd = s->memfd = -1;
+	s->pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0u); /* -1: rg_drop_batch goes by page */
 	s->nslots = (uint32_t)pages;
 	s->st.budget_pages = pages;
 	err = pthread_mutex_init(&s->lock, NULL);
@@ -501,6 +509,8 @@ struct rg_space *rg_space_new(ramster *conn, size_t resident_bytes)
 	return s;
 
 free_mem:
+	if (s->pidfd >= 0)
+		close(s->pidfd);
 	if (s->stopfd >= 0)
 		close(s->stopfd);
 	if (s->uffd >= 0)
@@ -546,6 +556,8 @@ void rg_space_free(struct rg_space *s)
 	close(s->stopfd);
 	if (s->memfd >= 0)
 		close(s->memfd);
+	if (s->pidfd >= 0)
+		close(s->pidfd);
 	rg_zc_fini(s);
 	free(s->regs);
 	free(s->buf);
@@ -581,9 +593,16 @@ void rg_stats(struct rg_space *s, struct ramster_region_stats *st)
 	*st = s->st;
 	st->zcache_bytes = rg_zc_bytes(s);
 	st->pool_pages = 0;
-	for (r = 0; r < s->nregs; r++)
-		for (i = 0; i < s->regs[r]->npages; i++)
-			st->pool_pages += (s->regs[r]->st[i] & (PG_INPOOL | PG_DIRTY)) == PG_INPOOL;
+	for (r = 0; r < s->nregs; r++) {
+		const struct rg_region *g = s->regs[r];
+
+		/* a page the cache holds has its current copy there, not in the pool */
+		for (i = 0; i < g->npages; i++)
+			st->pool_pages +=
+			    (g->st[i] & (PG_INPOOL | PG_DIRTY)) == PG_INPOOL &&
+			    !(st->zcache_pages &&
+			      rg_zc_has(s, rg_zc_key(&g->obj->oid, g->first + (uint32_t)i)));
+	}
 	for (b = 0; b < 64; b++)
 		total += s->lat_hist[b];
 	st->fault_ns_p50 = rg_pct(s->lat_hist, total, 50);

@@ -1,10 +1,9 @@
 /*
  * region_fork.c - fork() and a space (docs/far-memory.md, "fork"): the
  * child's copy of the address space has no userfaultfd and no fault thread,
- * so every page that lives only in the pool is brought in before the fork,
- * and dropped again in the parent after it. The space's locks (s->lock and
- * s->io) are held across the fork, from rg_fork_prepare to rg_fork_parent or
- * rg_fork_child.
+ * so every page that lives only in the pool (or in the compressed cache) is
+ * brought in before the fork, and dropped again in the parent after it. The space's locks (s->lock
+ * and s->io) are held across the fork, from rg_fork_prepare to rg_fork_parent or rg_fork_child.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -26,32 +25,47 @@ void rg_fork_prepare(struct rg_space *s)
 		struct rg_region *g = s->regs[r];
 
 		for (i = 0; i < g->npages; i += n) {
-			/* a run of pages that live only in the pool */
+			unsigned ngets = 0;
+			uint8_t hit[RG_BATCH];
+
+			/* a run of pages that live only in the pool or the cache */
 			for (n = 0;
 			     n < RG_BATCH && i + n < g->npages &&
 			     (g->st[i + n] & (PG_INPOOL | PG_PRESENT | PG_POISON)) == PG_INPOOL;
 			     n++) {
-				s->iov[n].oid = g->obj->oid;
-				s->iov[n].index = g->first + (uint32_t)(i + n);
-				s->iov[n].page = s->buf + n * RG_PAGE;
+				uint8_t *pg = s->buf + n * RG_PAGE;
+
+				hit[n] =
+				    rg_zc_load(
+					s, rg_zc_key(&g->obj->oid, g->first + (uint32_t)(i + n)),
+					pg) == 0;
+				if (hit[n])
+					continue;
+				s->iov[ngets].oid = g->obj->oid;
+				s->iov[ngets].index = g->first + (uint32_t)(i + n);
+				s->iov[ngets].page = pg;
+				s->iov[ngets].result = 0;
+				ngets++;
 			}
 			if (!n) {
 				n = 1;
 				continue;
 			}
-			rc = ramster_getv(s->conn, s->pool, s->iov, n);
-			for (k = 0; k < n; k++) {
+			rc = ngets ? ramster_getv(s->conn, s->pool, s->iov, ngets) : 0;
+			for (k = 0, ngets = 0; k < n; k++) {
 				uintptr_t a = g->base + (i + k) * RG_PAGE;
 
-				if (rc < 0 || s->iov[k].result) {
+				if (!hit[k] && (rc < 0 || s->iov[ngets++].result)) {
 					rg_poison(s, a, 0);
 					g->st[i + k] = PG_POISON | PG_INPOOL;
 					s->st.get_failed++;
 				} else if (rg_copy(s, a, s->buf + k * RG_PAGE, RG_PAGE, 1, 1,
 						   NULL) == 0) {
+					/* the cache's entry stays: the copy is dropped after the
+					 * fork */
 					g->st[i + k] = PG_INPOOL | PG_PRESENT | PG_WP | PG_FORK;
 					g->slot[i + k] = SLOT_NONE;
-					s->st.gets++;
+					s->st.gets += !hit[k];
 				}
 			}
 		}
@@ -90,7 +104,9 @@ void rg_fork_child(struct rg_space *s)
 	close(s->stopfd);
 	if (s->memfd >= 0)
 		close(s->memfd);
-	s->uffd = s->stopfd = s->memfd = -1;
+	if (s->pidfd >= 0)
+		close(s->pidfd); /* the parent's, not this process's */
+	s->uffd = s->stopfd = s->memfd = s->pidfd = -1;
 	s->thread_ok = 0;
 	s->evictor_ok = 0; /* not copied by fork; its condition variable is left alone */
 	pthread_mutex_unlock(&s->io);

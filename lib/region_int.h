@@ -22,8 +22,10 @@
  * Order: s->lock, then s->io.
  *
  * Invariants: PG_PRESENT <=> the page has a slot (or SLOT_NONE while fork
- * holds it in); an unreferenced present page is write-protected; !PG_DIRTY
- * present page == its pool copy when PG_INPOOL, == zeros otherwise.
+ * holds it in); an unreferenced present page is write-protected; PG_INPOOL:
+ * the page's copy is the compressed cache's entry when it has one (write-back:
+ * the pool's is then stale or absent), else the pool's; a !PG_DIRTY present
+ * page == that copy when PG_INPOOL, == zeros otherwise.
  */
 #ifndef RAMSTER_LIB_REGION_INT_H
 #define RAMSTER_LIB_REGION_INT_H
@@ -55,6 +57,8 @@
 
 #define RG_ZC_BOUND (RG_PAGE * 3 / 4) /* the compressed cache keeps pages that shrink to this */
 #define RG_ZC_SHARE 4u /* its default cap: the budget / this (RAMSTER_FAR_ZCACHE_MB) */
+#define RG_ZC_WB_MAX                                                                               \
+	(4u * RG_EVICT_BG) /* write-back queue past which a fault puts a batch itself */
 
 /* ---- structures -------------------------------------------------------------- */
 
@@ -156,6 +160,7 @@ struct rg_space {
 	struct ramster_iov iov[RG_BATCH];
 	uint32_t victims[RG_EVICT_BATCH];
 	int memfd; /* /proc/self/mem, opened when a noread page is evicted */
+	int pidfd; /* this process, for process_madvise (-1: a page at a time) */
 
 	struct ramster_region_stats st;
 	uint64_t lat_hist[64]; /* missing-fault service ns, by log2 */
@@ -231,6 +236,13 @@ void *rg_put_source(struct rg_space *s, struct rg_region *g, size_t i, uint8_t *
 /* region_evict.c: drop a victim (put or clean). @return 0 or -errno (it stays, referenced). */
 int rg_drop(struct rg_space *s, struct rg_region *g, size_t i);
 
+/*
+ * region_evict.c: drop the victims in slots v[0..n), n <= RG_EVICT_BG, with one
+ * process_madvise (one TLB shoot-down for the batch, not one a page; page by page where it
+ * fails). @return how many were dropped.
+ */
+unsigned rg_drop_batch(struct rg_space *s, const uint32_t *v, unsigned n);
+
 /* region_zcache.c: the cache's key of page i of g: the pool's name of it. */
 static inline uint64_t rg_zc_key(const struct ramster_oid *oid, uint32_t index)
 {
@@ -249,12 +261,33 @@ void rg_zc_fini(struct rg_space *s);
  */
 unsigned rg_zc_compress(const void *page, void *dst);
 
-/* region_zcache.c: the pool's copy of key is now comp (len bytes, 0: not cached); evicts the
- * oldest. */
-void rg_zc_store(struct rg_space *s, uint64_t key, const void *comp, unsigned len);
+/*
+ * region_zcache.c: key's only current copy is now comp (len bytes; 0: not kept, the entry is
+ * dropped); the oldest entries go to the write-back queue. @return 0 kept, or -errno (the page
+ * must then be put).
+ */
+int rg_zc_store(struct rg_space *s, uint64_t key, const void *comp, unsigned len);
 
-/* region_zcache.c: forget key (the pool's copy changed without the cache). */
+/* region_zcache.c: forget key (its page was rewritten, discarded or unmapped, or put). */
 void rg_zc_drop(struct rg_space *s, uint64_t key);
+
+/* region_zcache.c: whether the cache holds key (then it, not the pool, is the current copy). */
+int rg_zc_has(const struct rg_space *s, uint64_t key);
+
+/* region_zcache.c: entries queued for write-back and not yet taken. */
+unsigned rg_zc_wb_queued(const struct rg_space *s);
+
+/*
+ * region_zcache.c: take up to max queued entries for write-back: each decompressed into buf
+ * (max pages) and described in iov, marked in flight. @return how many.
+ */
+unsigned rg_zc_wb_take(struct rg_space *s, struct ramster_iov *iov, uint8_t *buf, unsigned max);
+
+/*
+ * region_zcache.c: the put of what rg_zc_wb_take took is done (rc, and each iov's result):
+ * a put entry leaves the cache, a refused one stays (young again).
+ */
+void rg_zc_wb_done(struct rg_space *s, const struct ramster_iov *iov, unsigned n, int rc);
 
 /* region_zcache.c: decompress key's page into page. @return 0 (a hit) or -ENOENT. */
 int rg_zc_load(struct rg_space *s, uint64_t key, void *page);

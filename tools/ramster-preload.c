@@ -511,7 +511,7 @@ __attribute__((destructor)) static void pl_fini(void)
 {
 	const char *path = getenv("RAMSTER_RUN_STATS");
 	struct ramster_region_stats st;
-	char line[1024], buf[4096], *hwm;
+	char line[1536], buf[4096], *hwm;
 	unsigned long long peak = 0;
 	ssize_t got;
 	int fd, n;
@@ -534,7 +534,9 @@ __attribute__((destructor)) static void pl_fini(void)
 		     "faults_wp %llu gets %llu prefetched %llu get_failed %llu evicted %llu puts %llu "
 		     "put_refused %llu over_budget %llu evict_failed %llu fault_ns_p50 %llu fault_ns_p99 %llu rss_peak_kib %llu "
 		     "evicted_bg %llu evicted_sync %llu faults_spun %llu zcache_cap_bytes %llu "
-		     "zcache_bytes %llu zcache_pages %llu zcache_stored %llu zcache_hits %llu\n",
+		     "zcache_bytes %llu zcache_pages %llu zcache_stored %llu zcache_hits %llu "
+		     "zcache_absorbed %llu zcache_written_back %llu zcache_wb_sync %llu "
+		     "evicted_batched %llu\n",
 		     (int)getpid(), (unsigned long long)st.budget_pages,
 		     (unsigned long long)st.resident_pages, (unsigned long long)st.pool_pages,
 		     (unsigned long long)st.faults, (unsigned long long)st.faults_zero,
@@ -547,7 +549,9 @@ __attribute__((destructor)) static void pl_fini(void)
 		     (unsigned long long)st.evicted_bg, (unsigned long long)st.evicted_sync,
 		     (unsigned long long)st.faults_spun, (unsigned long long)st.zcache_cap_bytes,
 		     (unsigned long long)st.zcache_bytes, (unsigned long long)st.zcache_pages,
-		     (unsigned long long)st.zcache_stored, (unsigned long long)st.zcache_hits);
+		     (unsigned long long)st.zcache_stored, (unsigned long long)st.zcache_hits,
+		     (unsigned long long)st.zcache_absorbed, (unsigned long long)st.zcache_written_back,
+		     (unsigned long long)st.zcache_wb_sync, (unsigned long long)st.evicted_batched);
 	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
 	if (fd >= 0) {
 		if (write(fd, line, (size_t)n) != n)

@@ -272,7 +272,7 @@ int main(int argc, char **argv)
 {
 	static const char *const args[] = {"--local-mb", "512", NULL};
 	const char *bin = getenv("RAMSTER_BIN") ? getenv("RAMSTER_BIN") : "build/bin";
-	char run[512], stats[256], line[1024] = "", self[512];
+	char run[512], stats[256], line[1536] = "", self[512];
 	ssize_t sl;
 	struct harness h;
 	uint64_t node_puts = 0;
@@ -327,7 +327,9 @@ int main(int argc, char **argv)
 	ramster_close(r);
 	printf("[ RUN      ] counters\nshim: %snode: tmem_puts %llu\n", line,
 	       (unsigned long long)node_puts);
-	if (stat_of(line, "puts") <= 0 || stat_of(line, "gets") <= 0 || stat_of(line, "get_failed") != 0 ||
+	/* pages left memory (put, or kept in the write-back cache) and came back (from either) */
+	if (stat_of(line, "puts") + stat_of(line, "zcache_absorbed") <= 0 ||
+	    stat_of(line, "gets") + stat_of(line, "zcache_hits") <= 0 || stat_of(line, "get_failed") != 0 ||
 	    stat_of(line, "resident_pages") > stat_of(line, "budget_pages") ||
 	    node_puts < (uint64_t)stat_of(line, "puts")) {
 		printf("[  FAILED  ] 1 test(s): counters\n");
