@@ -1,5 +1,5 @@
 # Sourced by the soft-RoCE guest tests (test-rdma.sh, test-ec-rdma.sh,
-# test-collective-rdma.sh): . "$(dirname "$0")/rxe-lib.sh"
+# test-collective-rdma.sh): . tests/vm/rxe-lib.sh (the cwd is the project root; a script under /tmp runs from a copy)
 # What they share, written once: the ok/FAIL lines and the failure count, the
 # veth + rxe0 set-up, starting, asking and stopping ramsterd nodes, the
 # end-of-test verdict. Not a test itself (check-vm.sh runs test-*.sh only).

@@ -12,7 +12,9 @@ bin=${RAMSTER_BIN:-build/bin}
 suite=${RAMSTER_SUITE:-$bin/../tests/integration/test_collective}
 
 # shellcheck source=tests/vm/rxe-lib.sh
-. "$(dirname "$0")/rxe-lib.sh"
+# the guest runs a script kept under /tmp (a CI clone) from a copy in /run: the
+# library by its path in the tree (the cwd is the project root)
+. tests/vm/rxe-lib.sh
 
 vm_only
 [ -x "$suite" ] || { echo "FAIL - $suite not built (make integration)"; exit 1; }

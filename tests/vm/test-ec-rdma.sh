@@ -17,7 +17,9 @@
 bin=${RAMSTER_BIN:-build/bin}
 client=${RAMSTER_EC_CLIENT:-$bin/../tests/vm/ec-pages}
 # shellcheck source=tests/vm/rxe-lib.sh
-. "$(dirname "$0")/rxe-lib.sh"
+# the guest runs a script kept under /tmp (a CI clone) from a copy in /run: the
+# library by its path in the tree (the cwd is the project root)
+. tests/vm/rxe-lib.sh
 
 vm_only
 for b in "$bin/ramsterd" "$bin/ramsterctl" "$client"; do
