@@ -246,15 +246,7 @@ static void rg_fault_missing(struct rg_space *s, struct rg_region *g, size_t i, 
 			continue;
 		}
 		/* the compressed cache first: no round trip */
-		if (rg_zc_load(s, rg_zc_key(&g->obj->oid, g->first + (uint32_t)(i + k)), pg) == 0) {
-			hit[k] = 1;
-			continue;
-		}
-		s->iov[ngets].oid = g->obj->oid;
-		s->iov[ngets].index = g->first + (uint32_t)(i + k);
-		s->iov[ngets].page = pg;
-		s->iov[ngets].result = 0;
-		ngets++;
+		hit[k] = (uint8_t)rg_zc_fetch(s, g, i + k, pg, &ngets);
 	}
 	if (ngets) {
 		pthread_mutex_lock(&s->io);

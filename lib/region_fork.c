@@ -33,19 +33,7 @@ void rg_fork_prepare(struct rg_space *s)
 			     n < RG_BATCH && i + n < g->npages &&
 			     (g->st[i + n] & (PG_INPOOL | PG_PRESENT | PG_POISON)) == PG_INPOOL;
 			     n++) {
-				uint8_t *pg = s->buf + n * RG_PAGE;
-
-				hit[n] =
-				    rg_zc_load(
-					s, rg_zc_key(&g->obj->oid, g->first + (uint32_t)(i + n)),
-					pg) == 0;
-				if (hit[n])
-					continue;
-				s->iov[ngets].oid = g->obj->oid;
-				s->iov[ngets].index = g->first + (uint32_t)(i + n);
-				s->iov[ngets].page = pg;
-				s->iov[ngets].result = 0;
-				ngets++;
+				hit[n] = (uint8_t)rg_zc_fetch(s, g, i + n, s->buf + n * RG_PAGE, &ngets);
 			}
 			if (!n) {
 				n = 1;

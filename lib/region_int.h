@@ -292,6 +292,26 @@ void rg_zc_wb_done(struct rg_space *s, const struct ramster_iov *iov, unsigned n
 /* region_zcache.c: decompress key's page into page. @return 0 (a hit) or -ENOENT. */
 int rg_zc_load(struct rg_space *s, uint64_t key, void *page);
 
+/*
+ * Page i of g into page: from the compressed cache when it holds it (@return 1), or else
+ * queued as the next of s->iov's gets, *ngets bumped (@return 0). The fault path and fork
+ * bring a pooled page in this way.
+ */
+static inline int rg_zc_fetch(struct rg_space *s, struct rg_region *g, size_t i, uint8_t *page,
+			      unsigned *ngets)
+{
+	uint32_t index = g->first + (uint32_t)i;
+
+	if (rg_zc_load(s, rg_zc_key(&g->obj->oid, index), page) == 0)
+		return 1;
+	s->iov[*ngets].oid = g->obj->oid;
+	s->iov[*ngets].index = index;
+	s->iov[*ngets].page = page;
+	s->iov[*ngets].result = 0;
+	(*ngets)++;
+	return 0;
+}
+
 /* region_zcache.c: bytes the cache holds now (entries and headers). */
 size_t rg_zc_bytes(const struct rg_space *s);
 
