@@ -13,6 +13,7 @@ set -u
 BIN=${RAMSTER_BIN:-build/bin}
 BIN=$(cd "$BIN" && pwd)
 T=$(mktemp -d /tmp/ramster-far.XXXXXX)
+PROGS=$(cd "$(dirname "$0")/../../tools/far-programs" && pwd) # build.py, sortgen.py
 pass=0
 fail=0
 pid=
@@ -87,22 +88,9 @@ run() {
 	fi
 }
 
-# A text file of SORT_MB whose lines are out of order within blocks of 512: a
-# shuffled file of this size thrashes any 32 MiB budget for many minutes
-# (docs/far-memory.md has the figures).
+# A text file of SORT_MB (tools/far-programs/sortgen.py).
 test_sort() {
-	"$PY" - "$T/in" "$SORT_MB" <<-'EOF'
-		import random, sys
-		r = random.Random(7)
-		n = int(sys.argv[2]) * 1024 * 1024 // 46
-		with open(sys.argv[1], "w") as out:
-		    blk = []
-		    for i in range(n):
-		        blk.append("%012d %s\n" % (i, ("%08x" % r.getrandbits(32)) * 4))
-		        if len(blk) == 512:
-		            r.shuffle(blk); out.writelines(blk); blk = []
-		    out.writelines(blk)
-	EOF
+	"$PY" "$PROGS/sortgen.py" "$T/in" "$SORT_MB" || return 1
 	sort -S 256M "$T/in" >"$T/sort.plain" || return 1
 	"$BIN/ramster-run" --socket "$T/sock" --resident 32M --stats "$T/sort.stats" -- \
 		sort -S 256M "$T/in" >"$T/sort.far" || return 1
@@ -111,27 +99,11 @@ test_sort() {
 	check_far sort "$T/sort.stats"
 }
 
-# A structure of PY_MB in small objects (pymalloc's 1 MiB arenas are mmaps)
-# and big lists (malloc), walked and summed.
+# A structure of PY_MB (tools/far-programs/build.py).
 test_python() {
-	cat >"$T/build.py" <<-'EOF'
-		import sys, hashlib
-		mb = int(sys.argv[1])
-		n = mb * 1024 * 1024 // 150
-		data = [(i, "k%09d" % i, i * 7 % 1000003) for i in range(n)]
-		index = {}
-		for t in data[::5]:
-		    index[t[1]] = t
-		h = hashlib.sha256()
-		for t in data:
-		    h.update(t[1].encode())
-		    h.update(str(t[2]).encode())
-		print(n, len(index), sum(t[2] for t in data), h.hexdigest())
-		print(sorted(index)[-3:])
-	EOF
-	"$PY" "$T/build.py" "$PY_MB" >"$T/py.plain" || return 1
+	"$PY" "$PROGS/build.py" "$PY_MB" >"$T/py.plain" || return 1
 	"$BIN/ramster-run" --socket "$T/sock" --resident 32M --stats "$T/py.stats" -- \
-		"$PY" "$T/build.py" "$PY_MB" >"$T/py.far" || return 1
+		"$PY" "$PROGS/build.py" "$PY_MB" >"$T/py.far" || return 1
 	cmp "$T/py.plain" "$T/py.far" || return 1
 	echo "python: $(cat "$T/py.far" | head -1)"
 	check_far python "$T/py.stats"
