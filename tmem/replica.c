@@ -7,8 +7,15 @@
  * bit 29 (the mark that this descriptor names a record), the record's
  * generation in bits 2..28 and its index + 1 in bits 32..63; the generation
  * grows on every add and move, so an id held across a change is stale.
+ *
+ * A record is 64 bytes. The one-sided read keys of its holders (raddr, rkey,
+ * lgen: 128 bytes for 8 holders) are in a side table of the same shape,
+ * named by the record's keys field (index + 1; 0: none), so that a record
+ * whose holders named no key (every page over TCP; a page whose copies were
+ * moved) costs 64 bytes, not 192.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,13 +24,16 @@
 
 #define RCHUNK_SHIFT 12
 #define RCHUNK (1u << RCHUNK_SHIFT)
-#define RINDEX_MAX (1u << 30) /* records at most (2^30 * 64 bytes: far beyond any tier) */
+#define RINDEX_MAX (1u << 30) /* records (or keys) at most: far beyond any tier */
 #define ID_MARK (1ull << 29)
 #define GEN_MASK ((1u << 27) - 1)
 #define NO_NEXT UINT32_MAX
 
+/* 64 bytes: the handle's fields without its padding, the holders, the keys' index. */
 struct rec {
-	struct tmem_handle h;      /* when free: h.index links the free list */
+	struct tmem_oid oid;
+	uint32_t pool;
+	uint32_t index;            /* when free: links the free list */
 	uint32_t gen;              /* bits 0..26 used; grows on add and move */
 	uint32_t checksum;
 	uint16_t len;
@@ -31,19 +41,35 @@ struct rec {
 	uint8_t live : 1, pers : 1, state : 2, ec_k : 3; /* ec_k < REPLICA_MAX */
 	uint8_t node[REPLICA_MAX];
 	uint8_t epoch[REPLICA_MAX];
-	uint64_t raddr[REPLICA_MAX]; /* one-sided read addresses (replica.h) */
+	uint32_t keys; /* its holders' read keys: index + 1 in the key table; 0: none */
+};
+
+/* One-sided read keys (replica.h); when free, lgen[0] links the free list. */
+struct keys {
+	uint64_t raddr[REPLICA_MAX];
 	uint32_t rkey[REPLICA_MAX];
 	uint32_t lgen[REPLICA_MAX];
 };
 
+/* Chunks of records or of keys, allocated as the table grows and never moved. */
+struct chunks {
+	void **chunk;       /* chunk[i] holds entries i*RCHUNK .. */
+	uint32_t nchunks;   /* allocated */
+	uint32_t cap;       /* chunk pointer slots */
+	uint32_t free_head; /* NO_NEXT: none */
+	uint64_t live;
+};
+
 struct replica_table {
 	pthread_mutex_t lock;
-	struct rec **chunk;        /* chunks[i] holds records i*RCHUNK .. */
-	uint32_t nchunks;          /* allocated */
-	uint32_t cap;              /* chunk pointer slots */
-	uint32_t free_head;        /* NO_NEXT: none */
-	uint64_t live, degraded, lost;
+	struct chunks recs, keys;
+	uint64_t degraded, lost;
 };
+
+_Static_assert(sizeof(struct rec) == 64, "a record is 64 bytes");
+
+#define REC(t, idx)  (&((struct rec *)(t)->recs.chunk[(idx) >> RCHUNK_SHIFT])[(idx) & (RCHUNK - 1)])
+#define KEYS(t, idx) (&((struct keys *)(t)->keys.chunk[(idx) >> RCHUNK_SHIFT])[(idx) & (RCHUNK - 1)])
 
 static uint64_t id_make(uint32_t idx, uint32_t gen)
 {
@@ -64,9 +90,9 @@ static struct rec *rec_of(struct replica_table *t, uint64_t id)
 	if (!replica_is_id(id))
 		return NULL;
 	idx = (uint32_t)(id >> 32) - 1;
-	if ((idx >> RCHUNK_SHIFT) >= t->nchunks)
+	if ((idx >> RCHUNK_SHIFT) >= t->recs.nchunks)
 		return NULL;
-	r = &t->chunk[idx >> RCHUNK_SHIFT][idx & (RCHUNK - 1)];
+	r = REC(t, idx);
 	if (!r->live || (r->gen & GEN_MASK) != (uint32_t)((id >> 2) & GEN_MASK))
 		return NULL;
 	return r;
@@ -90,31 +116,82 @@ static bool set_valid(const struct replica_set *s)
 	return true;
 }
 
-/* Add a chunk to the free list; lock held. @return 0, -ENOMEM. */
-static int table_grow(struct replica_table *t)
+/*
+ * Add a chunk of RCHUNK entries of size bytes to c's free list, each free
+ * entry's link at byte offset link; lock held. @return 0, -ENOMEM.
+ */
+static int chunks_grow(struct chunks *c, size_t size, size_t link)
 {
-	struct rec *c;
-	uint32_t i, base = t->nchunks << RCHUNK_SHIFT;
+	uint8_t *m;
+	uint32_t i, base = c->nchunks << RCHUNK_SHIFT;
 
 	if (base >= RINDEX_MAX)
 		return -ENOMEM;
-	if (t->nchunks == t->cap) {
-		uint32_t cap = t->cap ? t->cap * 2 : 16;
-		struct rec **n = realloc(t->chunk, cap * sizeof(*n));
+	if (c->nchunks == c->cap) {
+		uint32_t cap = c->cap ? c->cap * 2 : 16;
+		void **n = realloc(c->chunk, cap * sizeof(*n));
 
 		if (!n)
 			return -ENOMEM;
-		t->chunk = n;
-		t->cap = cap;
+		c->chunk = n;
+		c->cap = cap;
 	}
-	c = calloc(RCHUNK, sizeof(*c));
-	if (!c)
+	m = calloc(RCHUNK, size);
+	if (!m)
 		return -ENOMEM;
-	for (i = 0; i < RCHUNK; i++)
-		c[i].h.index = i + 1 < RCHUNK ? base + i + 1 : t->free_head;
-	t->chunk[t->nchunks++] = c;
-	t->free_head = base;
+	for (i = 0; i < RCHUNK; i++) {
+		uint32_t next = i + 1 < RCHUNK ? base + i + 1 : c->free_head;
+
+		memcpy(m + i * size + link, &next, sizeof(next));
+	}
+	c->chunk[c->nchunks++] = m;
+	c->free_head = base;
 	return 0;
+}
+
+/* Take a free entry of c (growing it); lock held. @return its index, or NO_NEXT. */
+static uint32_t chunks_take(struct chunks *c, size_t size, size_t link)
+{
+	uint32_t idx;
+
+	if (c->free_head == NO_NEXT && chunks_grow(c, size, link))
+		return NO_NEXT;
+	idx = c->free_head;
+	memcpy(&c->free_head,
+	       (uint8_t *)c->chunk[idx >> RCHUNK_SHIFT] + (idx & (RCHUNK - 1)) * size + link,
+	       sizeof(idx));
+	c->live++;
+	return idx;
+}
+
+/* Give entry idx back to c's free list; lock held. */
+static void chunks_give(struct chunks *c, uint32_t idx, size_t size, size_t link)
+{
+	memcpy((uint8_t *)c->chunk[idx >> RCHUNK_SHIFT] + (idx & (RCHUNK - 1)) * size + link,
+	       &c->free_head, sizeof(c->free_head));
+	c->free_head = idx;
+	c->live--;
+}
+
+static void chunks_free(struct chunks *c)
+{
+	uint32_t i;
+
+	for (i = 0; i < c->nchunks; i++)
+		free(c->chunk[i]);
+	free(c->chunk);
+}
+
+#define REC_LINK  offsetof(struct rec, index)
+#define KEYS_LINK offsetof(struct keys, lgen)
+
+/* Drop r's keys, if any; lock held. */
+static void rec_keys_drop(struct replica_table *t, struct rec *r)
+{
+	if (r->keys) {
+		chunks_give(&t->keys, r->keys - 1, sizeof(struct keys), KEYS_LINK);
+		r->keys = 0;
+	}
 }
 
 struct replica_table *replica_create(void)
@@ -124,19 +201,17 @@ struct replica_table *replica_create(void)
 	if (!t)
 		return NULL;
 	pthread_mutex_init(&t->lock, NULL);
-	t->free_head = NO_NEXT;
+	t->recs.free_head = NO_NEXT;
+	t->keys.free_head = NO_NEXT;
 	return t;
 }
 
 void replica_destroy(struct replica_table *t)
 {
-	uint32_t i;
-
 	if (!t)
 		return;
-	for (i = 0; i < t->nchunks; i++)
-		free(t->chunk[i]);
-	free(t->chunk);
+	chunks_free(&t->recs);
+	chunks_free(&t->keys);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }
@@ -145,19 +220,33 @@ int replica_add(struct replica_table *t, const struct tmem_handle *h, bool pers,
 		const struct replica_set *s, uint64_t *id)
 {
 	struct rec *r;
-	uint32_t idx;
+	uint32_t idx, kidx = NO_NEXT;
+	unsigned i;
+	bool keyed = false;
 
 	if (!t || !h || !id || !set_valid(s))
 		return -EINVAL;
+	for (i = 0; i < s->n; i++)
+		keyed |= s->raddr[i] != 0;
 	pthread_mutex_lock(&t->lock);
-	if (t->free_head == NO_NEXT && table_grow(t)) {
+	if (keyed) {
+		kidx = chunks_take(&t->keys, sizeof(struct keys), KEYS_LINK);
+		if (kidx == NO_NEXT) {
+			pthread_mutex_unlock(&t->lock);
+			return -ENOMEM;
+		}
+	}
+	idx = chunks_take(&t->recs, sizeof(struct rec), REC_LINK);
+	if (idx == NO_NEXT) {
+		if (keyed)
+			chunks_give(&t->keys, kidx, sizeof(struct keys), KEYS_LINK);
 		pthread_mutex_unlock(&t->lock);
 		return -ENOMEM;
 	}
-	idx = t->free_head;
-	r = &t->chunk[idx >> RCHUNK_SHIFT][idx & (RCHUNK - 1)];
-	t->free_head = r->h.index;
-	r->h = *h;
+	r = REC(t, idx);
+	r->oid = h->oid;
+	r->pool = h->pool;
+	r->index = h->index;
 	r->gen = (r->gen + 1) & GEN_MASK;
 	r->checksum = s->checksum;
 	r->len = (uint16_t)s->len;
@@ -168,16 +257,29 @@ int replica_add(struct replica_table *t, const struct tmem_handle *h, bool pers,
 	r->state = 0;
 	memcpy(r->node, s->node, sizeof(r->node));
 	memcpy(r->epoch, s->epoch, sizeof(r->epoch));
-	memcpy(r->raddr, s->raddr, sizeof(r->raddr));
-	memcpy(r->rkey, s->rkey, sizeof(r->rkey));
-	memcpy(r->lgen, s->lgen, sizeof(r->lgen));
-	t->live++;
+	r->keys = 0;
+	if (keyed) {
+		struct keys *k = KEYS(t, kidx);
+
+		memcpy(k->raddr, s->raddr, sizeof(k->raddr));
+		memcpy(k->rkey, s->rkey, sizeof(k->rkey));
+		memcpy(k->lgen, s->lgen, sizeof(k->lgen));
+		r->keys = kidx + 1;
+	}
 	*id = id_make(idx, r->gen);
 	pthread_mutex_unlock(&t->lock);
 	return 0;
 }
 
-static void rec_copy(const struct rec *r, struct replica_set *s)
+static void rec_handle(const struct rec *r, struct tmem_handle *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->pool = r->pool;
+	h->oid = r->oid;
+	h->index = r->index;
+}
+
+static void rec_copy(const struct replica_table *t, const struct rec *r, struct replica_set *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->n = r->n;
@@ -187,9 +289,13 @@ static void rec_copy(const struct rec *r, struct replica_set *s)
 	s->state = r->state;
 	memcpy(s->node, r->node, sizeof(s->node));
 	memcpy(s->epoch, r->epoch, sizeof(s->epoch));
-	memcpy(s->raddr, r->raddr, sizeof(s->raddr));
-	memcpy(s->rkey, r->rkey, sizeof(s->rkey));
-	memcpy(s->lgen, r->lgen, sizeof(s->lgen));
+	if (r->keys) {
+		const struct keys *k = KEYS(t, r->keys - 1);
+
+		memcpy(s->raddr, k->raddr, sizeof(s->raddr));
+		memcpy(s->rkey, k->rkey, sizeof(s->rkey));
+		memcpy(s->lgen, k->lgen, sizeof(s->lgen));
+	}
 }
 
 int replica_read(struct replica_table *t, uint64_t id, struct replica_set *s,
@@ -201,9 +307,9 @@ int replica_read(struct replica_table *t, uint64_t id, struct replica_set *s,
 	r = rec_of(t, id);
 	if (r) {
 		if (s)
-			rec_copy(r, s);
+			rec_copy(t, r, s);
 		if (h)
-			*h = r->h;
+			rec_handle(r, h);
 	}
 	pthread_mutex_unlock(&t->lock);
 	return r ? 0 : -ENOENT;
@@ -219,9 +325,8 @@ int replica_remove(struct replica_table *t, uint64_t id)
 		t->degraded -= !!(r->state & REPLICA_DEGRADED);
 		t->lost -= !!(r->state & REPLICA_LOST);
 		r->live = 0;
-		r->h.index = t->free_head;
-		t->free_head = (uint32_t)(id >> 32) - 1;
-		t->live--;
+		rec_keys_drop(t, r);
+		chunks_give(&t->recs, (uint32_t)(id >> 32) - 1, sizeof(struct rec), REC_LINK);
 	}
 	pthread_mutex_unlock(&t->lock);
 	return r ? 0 : -ENOENT;
@@ -256,7 +361,16 @@ int replica_move(struct replica_table *t, uint64_t id, unsigned from, unsigned t
 	}
 	r->node[slot] = (uint8_t)to;
 	r->epoch[slot] = (uint8_t)epoch;
-	r->raddr[slot] = 0; /* the new copy is had by message */
+	if (r->keys) {
+		struct keys *k = KEYS(t, r->keys - 1);
+		bool any = false;
+
+		k->raddr[slot] = 0; /* the new copy is had by message */
+		for (i = 0; i < r->n; i++)
+			any |= k->raddr[i] != 0;
+		if (!any)
+			rec_keys_drop(t, r);
+	}
 	r->gen = (r->gen + 1) & GEN_MASK;
 	*newid = id_make((uint32_t)(id >> 32) - 1, r->gen);
 out:
@@ -277,9 +391,9 @@ uint64_t replica_mark_holder(struct replica_table *t, unsigned node)
 	uint32_t c, i, k;
 
 	pthread_mutex_lock(&t->lock);
-	for (c = 0; c < t->nchunks; c++) {
+	for (c = 0; c < t->recs.nchunks; c++) {
 		for (i = 0; i < RCHUNK; i++) {
-			struct rec *r = &t->chunk[c][i];
+			struct rec *r = REC(t, (c << RCHUNK_SHIFT) + i);
 
 			/* one copy (kept in a record for its read key) is not replicated:
 			 * nothing to mend, and its loss is counted where it is read */
@@ -326,16 +440,16 @@ size_t replica_walk(struct replica_table *t, uint32_t *cursor, size_t max,
 		struct rec *r;
 
 		pthread_mutex_lock(&t->lock);
-		if ((idx >> RCHUNK_SHIFT) >= t->nchunks) {
+		if ((idx >> RCHUNK_SHIFT) >= t->recs.nchunks) {
 			pthread_mutex_unlock(&t->lock);
 			*cursor = 0;
 			return seen;
 		}
-		r = &t->chunk[idx >> RCHUNK_SHIFT][idx & (RCHUNK - 1)];
+		r = REC(t, idx);
 		live = r->live;
 		if (live) {
-			rec_copy(r, &s);
-			h = r->h;
+			rec_copy(t, r, &s);
+			rec_handle(r, &h);
 			pers = r->pers;
 			id = id_make(idx, r->gen);
 		}
@@ -351,9 +465,13 @@ size_t replica_walk(struct replica_table *t, uint32_t *cursor, size_t max,
 void replica_usage(struct replica_table *t, struct replica_usage *u)
 {
 	pthread_mutex_lock(&t->lock);
-	u->records = t->live;
+	u->records = t->recs.live;
+	u->keyed = t->keys.live;
 	u->degraded = t->degraded;
 	u->lost = t->lost;
-	u->bytes = (uint64_t)t->nchunks * RCHUNK * sizeof(struct rec) + t->cap * sizeof(struct rec *);
+	u->bytes = (uint64_t)t->recs.nchunks * RCHUNK * sizeof(struct rec) +
+		   t->recs.cap * sizeof(void *) +
+		   (uint64_t)t->keys.nchunks * RCHUNK * sizeof(struct keys) +
+		   t->keys.cap * sizeof(void *);
 	pthread_mutex_unlock(&t->lock);
 }

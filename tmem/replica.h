@@ -102,6 +102,7 @@ size_t replica_walk(struct replica_table *t, uint32_t *cursor, size_t max,
 
 struct replica_usage {
 	uint64_t records;   /* live records */
+	uint64_t keyed;     /* of those, with one-sided read keys (in the side table) */
 	uint64_t degraded;  /* of those, REPLICA_DEGRADED */
 	uint64_t lost;      /* of those, REPLICA_LOST */
 	uint64_t bytes;     /* RAM the table takes */

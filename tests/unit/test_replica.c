@@ -3,7 +3,8 @@
  * ids refused after a move or a remove (no ABA on reused records), bad sets
  * refused, a dead holder marks exactly its records degraded, the degraded and
  * lost counts follow state changes and removals, and the walk sees every
- * live record once across a growth of the table.
+ * live record once across a growth of the table; one-sided read keys live in
+ * the side table only for records that have some, and go with the record.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -28,10 +29,15 @@ static struct replica_set set2(unsigned a, unsigned b)
 	return s;
 }
 
+/* Padding zeroed: the tests compare handles whole, and the table keeps the fields only. */
 static struct tmem_handle handle(uint32_t i)
 {
-	struct tmem_handle h = { 7, { { i, 2, 3 } }, i * 3 };
+	struct tmem_handle h;
 
+	memset(&h, 0, sizeof(h));
+	h.pool = 7;
+	h.oid = (struct tmem_oid){ { i, 2, 3 } };
+	h.index = i * 3;
 	return h;
 }
 
@@ -74,6 +80,89 @@ static void test_add_read_move_remove(void **state)
 	assert_true(id3 != id2 && id3 != id);
 	assert_int_equal(id3 >> 32, id2 >> 32); /* the same slot */
 	assert_int_equal(replica_read(t, id2, &got, NULL), -ENOENT);
+	replica_destroy(t);
+}
+
+/* Read keys: kept beside the records that name some, given back on move and remove. */
+static void test_keys_side_table(void **state)
+{
+	struct replica_table *t = replica_create();
+	struct replica_set s = set2(2, 3), k = set2(4, 5), got;
+	struct replica_usage u0, u;
+	struct tmem_handle h = handle(9), hg;
+	uint64_t plain[1000], keyed, moved, moved2;
+	unsigned i;
+
+	(void)state;
+	assert_non_null(t);
+	replica_usage(t, &u0);
+	/* 1000 records without keys: 64 bytes each, the side table untouched */
+	for (i = 0; i < 1000; i++) {
+		struct tmem_handle hi = handle(i);
+
+		assert_int_equal(replica_add(t, &hi, false, &s, &plain[i]), 0);
+	}
+	replica_usage(t, &u);
+	assert_int_equal(u.records, 1000);
+	assert_int_equal(u.keyed, 0);
+	assert_true(u.bytes <= 4096 * 64 + 16 * sizeof(void *));
+	assert_int_equal(replica_read(t, plain[7], &got, &hg), 0);
+	assert_int_equal(got.raddr[0], 0);
+	assert_int_equal(got.rkey[1], 0);
+	assert_int_equal(hg.index, 21);
+	assert_int_equal(hg.oid.w[0], 7);
+
+	/* a keyed record reads its keys back, slot for slot */
+	k.raddr[0] = 0x1000;
+	k.rkey[0] = 11;
+	k.lgen[0] = 3;
+	k.raddr[1] = 0x2000;
+	k.rkey[1] = 12;
+	k.lgen[1] = 4;
+	assert_int_equal(replica_add(t, &h, true, &k, &keyed), 0);
+	replica_usage(t, &u);
+	assert_int_equal(u.keyed, 1);
+	assert_int_equal(replica_read(t, keyed, &got, &hg), 0);
+	assert_memory_equal(&hg, &h, sizeof(h));
+	assert_int_equal(got.raddr[0], 0x1000);
+	assert_int_equal(got.rkey[0], 11);
+	assert_int_equal(got.lgen[0], 3);
+	assert_int_equal(got.raddr[1], 0x2000);
+	assert_int_equal(got.rkey[1], 12);
+	assert_int_equal(got.lgen[1], 4);
+
+	/* a move forgets the moved slot's key, keeps the other; the last key gone frees them */
+	assert_int_equal(replica_move(t, keyed, 4, 6, 1, &moved), 0);
+	assert_int_equal(replica_read(t, moved, &got, NULL), 0);
+	assert_int_equal(got.raddr[0], 0);
+	assert_int_equal(got.raddr[1], 0x2000);
+	assert_int_equal(got.rkey[1], 12);
+	replica_usage(t, &u);
+	assert_int_equal(u.keyed, 1);
+	assert_int_equal(replica_move(t, moved, 5, 7, 1, &moved2), 0);
+	assert_int_equal(replica_read(t, moved2, &got, NULL), 0);
+	assert_int_equal(got.raddr[0], 0);
+	assert_int_equal(got.raddr[1], 0);
+	replica_usage(t, &u);
+	assert_int_equal(u.keyed, 0);
+
+	/* a keyed record removed gives its keys back; the next keyed one reuses them */
+	assert_int_equal(replica_add(t, &h, true, &k, &keyed), 0);
+	replica_usage(t, &u);
+	assert_int_equal(u.keyed, 1);
+	assert_int_equal(replica_remove(t, keyed), 0);
+	replica_usage(t, &u);
+	assert_int_equal(u.keyed, 0);
+	assert_int_equal(u.records, 1001);
+	/* a record reusing a keyed one's slot has no keys of the old */
+	assert_int_equal(replica_add(t, &h, true, &s, &keyed), 0);
+	assert_int_equal(replica_read(t, keyed, &got, NULL), 0);
+	assert_int_equal(got.raddr[0], 0);
+	assert_int_equal(got.raddr[1], 0);
+	for (i = 0; i < 1000; i++)
+		assert_int_equal(replica_remove(t, plain[i]), 0);
+	replica_usage(t, &u);
+	assert_int_equal(u.records, 2);
 	replica_destroy(t);
 }
 
@@ -222,6 +311,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_add_read_move_remove),
+		cmocka_unit_test(test_keys_side_table),
 		cmocka_unit_test(test_bad_input),
 		cmocka_unit_test(test_erasure_sets),
 		cmocka_unit_test(test_mark_walk_counts),
