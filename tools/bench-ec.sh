@@ -166,7 +166,10 @@ one_mode() {
 		cp "$run/net.log" "$keep/net-$pass-$idx.log"
 		cp "$run/alpha.stats" "$keep/alpha-$pass-$idx.stats"
 	fi
-	if [ $rc -ne 0 ]; then
+	if [ $rc -eq 2 ]; then
+		grep -m1 "ramster-netbench:" "$run/net.log" >&2
+		die "$mode: ramster-netbench refused its arguments (a RAMSTER_BENCH_* value out of range?)"
+	elif [ $rc -ne 0 ]; then
 		tail -15 "$run/net.log" >&2
 		die "$mode: ramster-netbench failed ($rc):" \
 			"$(jq -r '.errors // "?"' "$run/net.json" 2>/dev/null) pages read back wrong or missing"

@@ -103,6 +103,9 @@ for mode in seq rand; do
 	[ -z "$zram_skip" ] && { runs zram $mode || { echo "bench-far: the zram run of $mode failed"; exit 1; }; }
 done
 
+# the floor of a fault that misses the in-process cache: one 4 KiB round trip to the node
+ping=$("$bin/ramsterctl" --socket "$dir/sock" ping 2>/dev/null | sed -n 's/.* p50 \([0-9.]*\) p99 \([0-9.]*\).*/p50 \1 us, p99 \2 us/p')
+[ -n "$ping" ] && echo "one 4 KiB round trip to the node (ramsterctl ping): $ping; a fault the in-process cache misses pays it and two thread wake-ups, zram's stays in the kernel"
 printf '%-6s %-8s %10s %10s %12s %12s\n' mode backend secs faults p50_us p99_us
 for mode in seq rand; do
 	for be in ramster zram; do
