@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -332,6 +333,105 @@ static void test_fork(void **state)
 	assert_int_equal(bad, 0);
 }
 
+/*
+ * Dirty tracking under fire: threads write versioned pages of a small region with the
+ * smallest budget, so that the evictor picks pages while they are being written; each
+ * thread checks the pages it owns as it goes, and every page is checked at the end. A
+ * write between a victim's check (still write-protected after its put: clean) and its drop
+ * would come back as an older version. (With UFFD_FEATURE_WP_ASYNC that window is real:
+ * docs/far-memory.md, "Dirty tracking without a fault per first write".)
+ */
+#define HAMMER_PAGES   2048u
+#define HAMMER_THREADS 4u
+
+struct hammer {
+	uint8_t *m;
+	uint8_t *ver; /* each thread writes only its own pages' entries (idx % HAMMER_THREADS) */
+	unsigned t;
+	uint64_t bad;
+	uint64_t seed;
+};
+
+static void *hammer_run(void *arg)
+{
+	struct hammer *h = arg;
+	uint64_t x = h->seed, i, idx;
+
+	for (i = 0; i < 60000; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		/* half the time the pages near the budget's worth, where CLOCK's hand is */
+		idx = x % (i & 1 ? HAMMER_PAGES : 384u);
+		idx -= idx % HAMMER_THREADS;
+		idx += h->t;
+		if (idx >= HAMMER_PAGES)
+			continue;
+		if (x & 0x300) {
+			h->ver[idx] = (uint8_t)(h->ver[idx] % 250 + 1);
+			page_write(h->m, idx, h->ver[idx]);
+		} else {
+			h->bad += page_check(h->m, idx, h->ver[idx]) != 0;
+		}
+	}
+	return NULL;
+}
+
+/* cache: with the compressed cache (the default), else every victim goes to the node */
+static void hammer(struct fix *f, bool cache)
+{
+	struct hammer h[HAMMER_THREADS];
+	pthread_t th[HAMMER_THREADS];
+	struct ramster_region_stats st;
+	uint64_t idx, bad = 0;
+	uint8_t *m, *ver;
+	unsigned t;
+
+	ver = calloc(HAMMER_PAGES, 1);
+	assert_non_null(ver);
+	if (!cache)
+		assert_int_equal(setenv("RAMSTER_FAR_ZCACHE_MB", "0", 1), 0);
+	m = ramster_region_map(f->r, (size_t)HAMMER_PAGES * PAGE, 1u << 20, 0);
+	unsetenv("RAMSTER_FAR_ZCACHE_MB");
+	assert_non_null(m);
+	for (t = 0; t < HAMMER_THREADS; t++) {
+		h[t] = (struct hammer){.m = m, .ver = ver, .t = t, .seed = 0x9e3779b9u * (t + 1)};
+		assert_int_equal(pthread_create(&th[t], NULL, hammer_run, &h[t]), 0);
+	}
+	for (t = 0; t < HAMMER_THREADS; t++) {
+		assert_int_equal(pthread_join(th[t], NULL), 0);
+		bad += h[t].bad;
+	}
+	for (idx = 0; idx < HAMMER_PAGES; idx++)
+		bad += page_check(m, idx, ver[idx]) != 0;
+	assert_int_equal(ramster_region_stats(f->r, m, &st), 0);
+	show(cache ? "hammer" : "hammer, no cache", &st);
+	assert_int_equal(bad, 0);
+	assert_true(st.evicted > HAMMER_PAGES);
+	assert_true(st.faults_wp > 0);
+	if (!cache)
+		assert_true(st.puts > 0 && st.gets > 0);
+	assert_int_equal(ramster_region_unmap(f->r, m), 0);
+	free(ver);
+}
+
+static void test_hammer(void **state)
+{
+	struct fix *f = *state;
+
+	NEED_REGION(f);
+	hammer(f, true);
+}
+
+/* The same with every victim put to the node and fetched back from it. */
+static void test_hammer_pool(void **state)
+{
+	struct fix *f = *state;
+
+	NEED_REGION(f);
+	hammer(f, false);
+}
+
 static void on_sigbus(int sig)
 {
 	_exit(42);
@@ -425,6 +525,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_random, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_writeback, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hammer, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hammer_pool, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lost_page_sigbus, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_args, setup, teardown),
 	};
