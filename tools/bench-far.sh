@@ -127,13 +127,24 @@ prog_runs() {
 	esac
 	: >"$dir/$be.$name"
 	for r in $(seq "$RUNS"); do
-		t0=$(date +%s.%N)
-		if ! "${pre[@]}" "${cmd[@]}" >"$dir/out" 2>"$dir/err"; then
-			echo "bench-far: $name under $be failed (killed by the cgroup's OOM killer?): $(tail -1 "$dir/err")"
+		local tries=0 rc
+		while :; do
+			t0=$(date +%s.%N)
+			"${pre[@]}" "${cmd[@]}" >"$dir/out" 2>"$dir/err"
+			rc=$?
+			t1=$(date +%s.%N)
+			[ $rc = 0 ] && break
+			# the zram cgroup's OOM killer strikes some runs of a program that
+			# fits (cgroup v1 reclaim falling behind): counted, tried again
+			if [ $rc = 137 ] && [ "$be" = zram ] && [ $tries -lt 4 ]; then
+				tries=$((tries + 1))
+				echo "$name" >>"$dir/zram.oom"
+				continue
+			fi
+			echo "bench-far: $name under $be failed (rc $rc; 137: killed, by the cgroup's OOM killer under zram): $(tail -1 "$dir/err")"
 			: >"$dir/$be.$name"
 			return 1
-		fi
-		t1=$(date +%s.%N)
+		done
 		cmp -s "$dir/out" "$dir/$name.plain" ||
 			{ echo "bench-far: $name under $be gave another output"; return 2; }
 		awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f\n", b - a}' >>"$dir/$be.$name"
@@ -158,8 +169,9 @@ if [ "$PROGRAMS" != 0 ]; then
 		echo "programs (--resident ${X_MB}M against a ${X_MB} MiB cgroup on zram; wall seconds, median of $RUNS; outputs identical to a plain run):"
 		printf '%-8s %10s %10s\n' program ramster zram
 		for name in $progs; do
-			printf '%-8s %10s %10s\n' $name "$(median <"$dir/ramster.$name")" \
-				"$(median <"$dir/zram.$name" 2>/dev/null)"
+			printf '%-8s %10s %10s %s\n' $name "$(median <"$dir/ramster.$name")" \
+				"$(median <"$dir/zram.$name" 2>/dev/null)" \
+				"$(n=$(grep -cx "$name" "$dir/zram.oom" 2>/dev/null); [ "${n:-0}" -gt 0 ] && echo "(zram: $n runs OOM-killed and run again)")"
 		done
 	fi
 fi
