@@ -33,7 +33,8 @@ void rg_fork_prepare(struct rg_space *s)
 			     n < RG_BATCH && i + n < g->npages &&
 			     (g->st[i + n] & (PG_INPOOL | PG_PRESENT | PG_POISON)) == PG_INPOOL;
 			     n++) {
-				hit[n] = (uint8_t)rg_zc_fetch(s, g, i + n, s->buf + n * RG_PAGE, &ngets);
+				hit[n] =
+				    (uint8_t)rg_zc_fetch(s, g, i + n, s->buf + n * RG_PAGE, &ngets);
 			}
 			if (!n) {
 				n = 1;

@@ -23,18 +23,18 @@
 #include "tmem/replica.h"
 
 #define RCHUNK_SHIFT 12
-#define RCHUNK (1u << RCHUNK_SHIFT)
-#define RINDEX_MAX (1u << 30) /* records (or keys) at most: far beyond any tier */
-#define ID_MARK (1ull << 29)
-#define GEN_MASK ((1u << 27) - 1)
-#define NO_NEXT UINT32_MAX
+#define RCHUNK	     (1u << RCHUNK_SHIFT)
+#define RINDEX_MAX   (1u << 30) /* records (or keys) at most: far beyond any tier */
+#define ID_MARK	     (1ull << 29)
+#define GEN_MASK     ((1u << 27) - 1)
+#define NO_NEXT	     UINT32_MAX
 
 /* 64 bytes: the handle's fields without its padding, the holders, the keys' index. */
 struct rec {
 	struct tmem_oid oid;
 	uint32_t pool;
-	uint32_t index;            /* when free: links the free list */
-	uint32_t gen;              /* bits 0..26 used; grows on add and move */
+	uint32_t index; /* when free: links the free list */
+	uint32_t gen;	/* bits 0..26 used; grows on add and move */
 	uint32_t checksum;
 	uint16_t len;
 	uint8_t n;
@@ -53,9 +53,9 @@ struct keys {
 
 /* Chunks of records or of keys, allocated as the table grows and never moved. */
 struct chunks {
-	void **chunk;       /* chunk[i] holds entries i*RCHUNK .. */
+	void **chunk;	    /* chunk[i] holds entries i*RCHUNK .. */
 	uint32_t nchunks;   /* allocated */
-	uint32_t cap;       /* chunk pointer slots */
+	uint32_t cap;	    /* chunk pointer slots */
 	uint32_t free_head; /* NO_NEXT: none */
 	uint64_t live;
 };
@@ -68,8 +68,9 @@ struct replica_table {
 
 _Static_assert(sizeof(struct rec) == 64, "a record is 64 bytes");
 
-#define REC(t, idx)  (&((struct rec *)(t)->recs.chunk[(idx) >> RCHUNK_SHIFT])[(idx) & (RCHUNK - 1)])
-#define KEYS(t, idx) (&((struct keys *)(t)->keys.chunk[(idx) >> RCHUNK_SHIFT])[(idx) & (RCHUNK - 1)])
+#define REC(t, idx) (&((struct rec *)(t)->recs.chunk[(idx) >> RCHUNK_SHIFT])[(idx) & (RCHUNK - 1)])
+#define KEYS(t, idx)                                                                               \
+	(&((struct keys *)(t)->keys.chunk[(idx) >> RCHUNK_SHIFT])[(idx) & (RCHUNK - 1)])
 
 static uint64_t id_make(uint32_t idx, uint32_t gen)
 {
@@ -298,8 +299,7 @@ static void rec_copy(const struct replica_table *t, const struct rec *r, struct 
 	}
 }
 
-int replica_read(struct replica_table *t, uint64_t id, struct replica_set *s,
-		 struct tmem_handle *h)
+int replica_read(struct replica_table *t, uint64_t id, struct replica_set *s, struct tmem_handle *h)
 {
 	struct rec *r;
 
@@ -469,9 +469,8 @@ void replica_usage(struct replica_table *t, struct replica_usage *u)
 	u->keyed = t->keys.live;
 	u->degraded = t->degraded;
 	u->lost = t->lost;
-	u->bytes = (uint64_t)t->recs.nchunks * RCHUNK * sizeof(struct rec) +
-		   t->recs.cap * sizeof(void *) +
-		   (uint64_t)t->keys.nchunks * RCHUNK * sizeof(struct keys) +
-		   t->keys.cap * sizeof(void *);
+	u->bytes =
+	    (uint64_t)t->recs.nchunks * RCHUNK * sizeof(struct rec) + t->recs.cap * sizeof(void *) +
+	    (uint64_t)t->keys.nchunks * RCHUNK * sizeof(struct keys) + t->keys.cap * sizeof(void *);
 	pthread_mutex_unlock(&t->lock);
 }

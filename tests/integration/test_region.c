@@ -27,7 +27,8 @@
 #include "ramster.h"
 #include "tests/integration/harness.h"
 
-/* Under ASan the shadow memory of what the test touches is RSS too: the RSS bound is not checked. */
+/* Under ASan the shadow memory of what the test touches is RSS too: the RSS bound is not checked.
+ */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define ASAN 1 /* a sanitizer's shadow memory counts in RSS */
 #elif defined(__has_feature)
@@ -39,10 +40,10 @@
 #define ASAN 0
 #endif
 
-#define PAGE RAMSTER_PAGE_SIZE
-#define REGION (1ull << 30)
+#define PAGE	 RAMSTER_PAGE_SIZE
+#define REGION	 (1ull << 30)
 #define RESIDENT (32ull << 20)
-#define NPAGES (REGION / PAGE)
+#define NPAGES	 (REGION / PAGE)
 
 struct fix {
 	struct harness h;
@@ -139,7 +140,8 @@ static int setup(void **state)
 		return -1;
 	f->m = ramster_region_map(f->r, REGION, RESIDENT, 0);
 	if (!f->m && (errno == ENOTSUP || errno == EPERM || errno == ENOSYS))
-		fprintf(stderr, "SKIP: no userfaultfd with write-protect here (%s)\n", strerror(errno));
+		fprintf(stderr, "SKIP: no userfaultfd with write-protect here (%s)\n",
+			strerror(errno));
 	*state = f;
 	return 0;
 }
@@ -157,12 +159,12 @@ static int teardown(void **state)
 	return 0;
 }
 
-#define NEED_REGION(f)                \
-	do {                          \
-		if (!(f)->m) {        \
-			skip();       \
-			return;       \
-		}                     \
+#define NEED_REGION(f)                                                                             \
+	do {                                                                                       \
+		if (!(f)->m) {                                                                     \
+			skip();                                                                    \
+			return;                                                                    \
+		}                                                                                  \
 	} while (0)
 
 static void show(const char *what, const struct ramster_region_stats *st)
@@ -287,8 +289,8 @@ static void test_writeback(void **state)
 	assert_int_equal(ramster_region_stats(f->r, m, &st), 0);
 	show("write-back", &st);
 	fprintf(stderr, "write-back: absorbed %llu, written back %llu (%llu by a fault)\n",
-		(unsigned long long)st.zcache_absorbed,
-		(unsigned long long)st.zcache_written_back, (unsigned long long)st.zcache_wb_sync);
+		(unsigned long long)st.zcache_absorbed, (unsigned long long)st.zcache_written_back,
+		(unsigned long long)st.zcache_wb_sync);
 	assert_int_equal(st.get_failed, 0);
 	/* every dirty eviction went into the cache: a put only when it left the cache */
 	assert_true(st.zcache_absorbed >= n - st.budget_pages);
@@ -517,18 +519,19 @@ int main(void)
 {
 	if (UNDER_TSAN) {
 		printf("[  SKIPPED ] %s: SKIP: far-memory regions are not run under TSan\n"
-		       "[  PASSED  ] 0 test(s).\n", "test_region");
+		       "[  PASSED  ] 0 test(s).\n",
+		       "test_region");
 		return 0;
 	}
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_sequential, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_random, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_writeback, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_fork, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_hammer, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_hammer_pool, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_lost_page_sigbus, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_args, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sequential, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_random, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_writeback, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_fork, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_hammer, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_hammer_pool, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lost_page_sigbus, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_bad_args, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

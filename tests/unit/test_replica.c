@@ -20,11 +20,11 @@
 
 static struct replica_set set2(unsigned a, unsigned b)
 {
-	struct replica_set s = { .n = 2,
-				 .node = { (uint8_t)a, (uint8_t)b },
-				 .epoch = { 1, 1 },
-				 .len = 1000,
-				 .checksum = 0xabcdef };
+	struct replica_set s = {.n = 2,
+				.node = {(uint8_t)a, (uint8_t)b},
+				.epoch = {1, 1},
+				.len = 1000,
+				.checksum = 0xabcdef};
 
 	return s;
 }
@@ -36,7 +36,7 @@ static struct tmem_handle handle(uint32_t i)
 
 	memset(&h, 0, sizeof(h));
 	h.pool = 7;
-	h.oid = (struct tmem_oid){ { i, 2, 3 } };
+	h.oid = (struct tmem_oid){{i, 2, 3}};
 	h.index = i * 3;
 	return h;
 }
@@ -171,8 +171,13 @@ static void test_erasure_sets(void **state)
 {
 	struct replica_table *t = replica_create();
 	struct tmem_handle h = handle(4);
-	struct replica_set s = { .n = 6, .node = { 2, 3, 4, 5, 6, 7 }, .epoch = { 1, 1, 1, 1, 1, 1 },
-				 .len = 900, .checksum = 7, .ec_k = 4 }, got;
+	struct replica_set s = {.n = 6,
+				.node = {2, 3, 4, 5, 6, 7},
+				.epoch = {1, 1, 1, 1, 1, 1},
+				.len = 900,
+				.checksum = 7,
+				.ec_k = 4},
+			   got;
 	uint64_t id, id2;
 
 	(void)state;
@@ -251,7 +256,7 @@ static void test_mark_walk_counts(void **state)
 	struct replica_table *t = replica_create();
 	static uint64_t ids[N];
 	static unsigned char hit[N];
-	struct walk_ctx w = { 0, 0, hit };
+	struct walk_ctx w = {0, 0, hit};
 	struct replica_usage u;
 	uint32_t cursor = 0;
 	uint64_t i, passes = 0;
@@ -310,11 +315,11 @@ static void test_mark_walk_counts(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_add_read_move_remove),
-		cmocka_unit_test(test_keys_side_table),
-		cmocka_unit_test(test_bad_input),
-		cmocka_unit_test(test_erasure_sets),
-		cmocka_unit_test(test_mark_walk_counts),
+	    cmocka_unit_test(test_add_read_move_remove),
+	    cmocka_unit_test(test_keys_side_table),
+	    cmocka_unit_test(test_bad_input),
+	    cmocka_unit_test(test_erasure_sets),
+	    cmocka_unit_test(test_mark_walk_counts),
 	};
 
 	return cmocka_run_group_tests_name("replica", tests, NULL, NULL);
