@@ -40,35 +40,8 @@ bench() {
 	run=$((run + 1))
 	dir=$top/run$run
 	mkdir "$dir"
-	{
-		cat <<CONF
-[cluster]
-name = ecbench
-secret_file = $top/cluster.key
-heartbeat_ms = 300
-dead_after_ms = 5000
-request_timeout_ms = 12000
-orphan_after_ms = 18000
-room_wait_ms = 3000
-high_watermark = 90%
-low_watermark = 80%
-redundancy = $1
-CONF
-		for i in $(seq $nodes); do
-			lm=16 dm=64
-			[ $i = 1 ] && lm=1 dm=16
-			cat <<CONF
-
-[node n$i]
-id = $i
-address = 192.0.2.$i:7$run$((i - 1))
-transport = rdma
-socket = $dir/n$i.sock
-local_mb = $lm
-donate_mb = $dm
-CONF
-		done
-	} > "$dir/cluster.conf"
+	rxe_conf ecbench "$top/cluster.key" $nodes "7$run" 1 "dead_after_ms = 5000" \
+		"high_watermark = 90%" "low_watermark = 80%" "redundancy = $1" > "$dir/cluster.conf"
 	pids=""
 	all=""
 	peers=""

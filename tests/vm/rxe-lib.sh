@@ -1,7 +1,7 @@
 # Sourced by the soft-RoCE guest tests (test-rdma.sh, test-ec-rdma.sh,
 # test-collective-rdma.sh): . tests/vm/rxe-lib.sh (the cwd is the project root; a script under /tmp runs from a copy)
 # What they share, written once: the ok/FAIL lines and the failure count, the
-# veth + rxe0 set-up, starting, asking and stopping ramsterd nodes, the
+# veth + rxe0 set-up, the cluster file (rxe_conf), starting, asking and stopping ramsterd nodes, the
 # end-of-test verdict. Not a test itself (check-vm.sh runs test-*.sh only).
 # The caller sets bin (the binaries) and, before starting nodes, dir (its
 # temporary directory: configs, sockets $dir/NODE.sock, logs $dir/NODE.log).
@@ -97,6 +97,27 @@ rdma_links() {
 	else
 		fail "ramsterctl peers does not show $2 rdma links on rxe0"
 	fi
+}
+# rxe_conf NAME KEY NODES PORTS OWNER_MB [LINE...]: a cluster file on stdout,
+# timeouts stretched for TCG (as test_collective's RAMSTER_TEST_SLOW=6) and the
+# LINEs added to [cluster]; nodes n1..nNODES at 192.0.2.i:PORTSi over rdma,
+# sockets $dir/ni.sock, n1 the owner (local_mb OWNER_MB, donate_mb 16), the
+# others holders (local_mb 16, donate_mb 64)
+rxe_conf() {
+	rc_name=$1 rc_key=$2 rc_n=$3 rc_ports=$4 rc_omb=$5
+	shift 5
+	printf '[cluster]\nname = %s\nsecret_file = %s\nheartbeat_ms = 300\n' "$rc_name" "$rc_key"
+	printf 'request_timeout_ms = 12000\norphan_after_ms = 18000\nroom_wait_ms = 3000\n'
+	for l in "$@"; do echo "$l"; done
+	i=1
+	while [ $i -le "$rc_n" ]; do
+		lm=16 dm=64
+		[ $i = 1 ] && lm=$rc_omb dm=16
+		printf '\n[node n%s]\nid = %s\naddress = 192.0.2.%s:%s%s\ntransport = rdma\n' \
+			$i $i $i "$rc_ports" $i
+		printf 'socket = %s/n%s.sock\nlocal_mb = %s\ndonate_mb = %s\n' "$dir" $i $lm $dm
+		i=$((i + 1))
+	done
 }
 # finish NAME NODE...: the verdict; exit 0 if nothing failed, else exit 1
 # after the tail of each NODE's log

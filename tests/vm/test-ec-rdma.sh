@@ -42,34 +42,8 @@ rxe_up 4
 # ---- the collective: n1 the owner, n2-n4 its holders --------------------------------
 local_mb=1
 "$bin/ramsterctl" genkey > "$dir/cluster.key" && chmod 600 "$dir/cluster.key"
-{
-	# timeouts stretched for TCG, as test_collective's RAMSTER_TEST_SLOW=6
-	cat <<CONF
-[cluster]
-name = ectest
-secret_file = $dir/cluster.key
-heartbeat_ms = 300
-dead_after_ms = 3000
-request_timeout_ms = 12000
-orphan_after_ms = 18000
-room_wait_ms = 3000
-redundancy = ec 2+1
-CONF
-	for i in 1 2 3 4; do
-		lm=16 dm=64
-		[ $i = 1 ] && lm=$local_mb dm=16
-		cat <<CONF
-
-[node n$i]
-id = $i
-address = 192.0.2.$i:747$i
-transport = rdma
-socket = $dir/n$i.sock
-local_mb = $lm
-donate_mb = $dm
-CONF
-	done
-} > "$dir/cluster.conf"
+rxe_conf ectest "$dir/cluster.key" 4 747 $local_mb "dead_after_ms = 3000" "redundancy = ec 2+1" \
+	> "$dir/cluster.conf"
 
 stats() { # stats NODE NAME...: "name=value ..." on one line
 	n=$1
