@@ -53,6 +53,8 @@ struct keys {
 
 /* Chunks of records or of keys, allocated as the table grows and never moved. */
 struct chunks {
+	size_t size;	    /* an entry's bytes */
+	size_t link;	    /* where a free entry keeps the next free one's index (u32) */
 	void **chunk;	    /* chunk[i] holds entries i*RCHUNK .. */
 	uint32_t nchunks;   /* allocated */
 	uint32_t cap;	    /* chunk pointer slots */
@@ -68,9 +70,14 @@ struct replica_table {
 
 _Static_assert(sizeof(struct rec) == 64, "a record is 64 bytes");
 
-#define REC(t, idx) (&((struct rec *)(t)->recs.chunk[(idx) >> RCHUNK_SHIFT])[(idx) & (RCHUNK - 1)])
-#define KEYS(t, idx)                                                                               \
-	(&((struct keys *)(t)->keys.chunk[(idx) >> RCHUNK_SHIFT])[(idx) & (RCHUNK - 1)])
+/* Entry idx of c (allocated). */
+static void *chunks_at(const struct chunks *c, uint32_t idx)
+{
+	return (uint8_t *)c->chunk[idx >> RCHUNK_SHIFT] + (size_t)(idx & (RCHUNK - 1)) * c->size;
+}
+
+#define REC(t, idx)  ((struct rec *)chunks_at(&(t)->recs, idx))
+#define KEYS(t, idx) ((struct keys *)chunks_at(&(t)->keys, idx))
 
 static uint64_t id_make(uint32_t idx, uint32_t gen)
 {
@@ -117,11 +124,8 @@ static bool set_valid(const struct replica_set *s)
 	return true;
 }
 
-/*
- * Add a chunk of RCHUNK entries of size bytes to c's free list, each free
- * entry's link at byte offset link; lock held. @return 0, -ENOMEM.
- */
-static int chunks_grow(struct chunks *c, size_t size, size_t link)
+/* Add a chunk of RCHUNK entries to c's free list; lock held. @return 0, -ENOMEM. */
+static int chunks_grow(struct chunks *c)
 {
 	uint8_t *m;
 	uint32_t i, base = c->nchunks << RCHUNK_SHIFT;
@@ -137,13 +141,13 @@ static int chunks_grow(struct chunks *c, size_t size, size_t link)
 		c->chunk = n;
 		c->cap = cap;
 	}
-	m = calloc(RCHUNK, size);
+	m = calloc(RCHUNK, c->size);
 	if (!m)
 		return -ENOMEM;
 	for (i = 0; i < RCHUNK; i++) {
 		uint32_t next = i + 1 < RCHUNK ? base + i + 1 : c->free_head;
 
-		memcpy(m + i * size + link, &next, sizeof(next));
+		memcpy(m + i * c->size + c->link, &next, sizeof(next));
 	}
 	c->chunk[c->nchunks++] = m;
 	c->free_head = base;
@@ -151,25 +155,22 @@ static int chunks_grow(struct chunks *c, size_t size, size_t link)
 }
 
 /* Take a free entry of c (growing it); lock held. @return its index, or NO_NEXT. */
-static uint32_t chunks_take(struct chunks *c, size_t size, size_t link)
+static uint32_t chunks_take(struct chunks *c)
 {
 	uint32_t idx;
 
-	if (c->free_head == NO_NEXT && chunks_grow(c, size, link))
+	if (c->free_head == NO_NEXT && chunks_grow(c))
 		return NO_NEXT;
 	idx = c->free_head;
-	memcpy(&c->free_head,
-	       (uint8_t *)c->chunk[idx >> RCHUNK_SHIFT] + (idx & (RCHUNK - 1)) * size + link,
-	       sizeof(idx));
+	memcpy(&c->free_head, (uint8_t *)chunks_at(c, idx) + c->link, sizeof(idx));
 	c->live++;
 	return idx;
 }
 
 /* Give entry idx back to c's free list; lock held. */
-static void chunks_give(struct chunks *c, uint32_t idx, size_t size, size_t link)
+static void chunks_give(struct chunks *c, uint32_t idx)
 {
-	memcpy((uint8_t *)c->chunk[idx >> RCHUNK_SHIFT] + (idx & (RCHUNK - 1)) * size + link,
-	       &c->free_head, sizeof(c->free_head));
+	memcpy((uint8_t *)chunks_at(c, idx) + c->link, &c->free_head, sizeof(c->free_head));
 	c->free_head = idx;
 	c->live--;
 }
@@ -183,14 +184,11 @@ static void chunks_free(struct chunks *c)
 	free(c->chunk);
 }
 
-#define REC_LINK  offsetof(struct rec, index)
-#define KEYS_LINK offsetof(struct keys, lgen)
-
 /* Drop r's keys, if any; lock held. */
 static void rec_keys_drop(struct replica_table *t, struct rec *r)
 {
 	if (r->keys) {
-		chunks_give(&t->keys, r->keys - 1, sizeof(struct keys), KEYS_LINK);
+		chunks_give(&t->keys, r->keys - 1);
 		r->keys = 0;
 	}
 }
@@ -202,8 +200,10 @@ struct replica_table *replica_create(void)
 	if (!t)
 		return NULL;
 	pthread_mutex_init(&t->lock, NULL);
-	t->recs.free_head = NO_NEXT;
-	t->keys.free_head = NO_NEXT;
+	t->recs = (struct chunks){
+	    .size = sizeof(struct rec), .link = offsetof(struct rec, index), .free_head = NO_NEXT};
+	t->keys = (struct chunks){
+	    .size = sizeof(struct keys), .link = offsetof(struct keys, lgen), .free_head = NO_NEXT};
 	return t;
 }
 
@@ -231,16 +231,16 @@ int replica_add(struct replica_table *t, const struct tmem_handle *h, bool pers,
 		keyed |= s->raddr[i] != 0;
 	pthread_mutex_lock(&t->lock);
 	if (keyed) {
-		kidx = chunks_take(&t->keys, sizeof(struct keys), KEYS_LINK);
+		kidx = chunks_take(&t->keys);
 		if (kidx == NO_NEXT) {
 			pthread_mutex_unlock(&t->lock);
 			return -ENOMEM;
 		}
 	}
-	idx = chunks_take(&t->recs, sizeof(struct rec), REC_LINK);
+	idx = chunks_take(&t->recs);
 	if (idx == NO_NEXT) {
 		if (keyed)
-			chunks_give(&t->keys, kidx, sizeof(struct keys), KEYS_LINK);
+			chunks_give(&t->keys, kidx);
 		pthread_mutex_unlock(&t->lock);
 		return -ENOMEM;
 	}
@@ -326,7 +326,7 @@ int replica_remove(struct replica_table *t, uint64_t id)
 		t->lost -= !!(r->state & REPLICA_LOST);
 		r->live = 0;
 		rec_keys_drop(t, r);
-		chunks_give(&t->recs, (uint32_t)(id >> 32) - 1, sizeof(struct rec), REC_LINK);
+		chunks_give(&t->recs, (uint32_t)(id >> 32) - 1);
 	}
 	pthread_mutex_unlock(&t->lock);
 	return r ? 0 : -ENOENT;
