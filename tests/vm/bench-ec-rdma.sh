@@ -26,7 +26,13 @@ done
 command -v jq > /dev/null || { echo "FAIL - jq missing"; exit 1; }
 code=${1:-2+1}
 k=${code%+*} m=${code#*+}
-case "$k$m" in *[!0-9]* | "") echo "usage: bench-ec-rdma.sh [K+M]" >&2; exit 1 ;; esac
+case "$code" in [0-9]*+[0-9]*) ;; *) echo "usage: bench-ec-rdma.sh [K+M]" >&2; exit 1 ;; esac
+case "$k$m" in *[!0-9]*) echo "usage: bench-ec-rdma.sh [K+M]" >&2; exit 1 ;; esac
+# the daemon's limits (docs/erasure.md): 2 <= K, 1 <= M, K + M <= 8
+if [ "$k" -lt 2 ] || [ "$m" -lt 1 ] || [ $((k + m)) -gt 8 ]; then
+	echo "bench-ec-rdma.sh: ec $code: K >= 2, M >= 1 and K + M <= 8" >&2
+	exit 1
+fi
 nodes=$((k + m + 1))
 ec="ec $code"
 top=$(mktemp -d /tmp/ec-bench.XXXXXX)
