@@ -268,7 +268,7 @@ fuzz-run: fuzz
 	  grep -E 'stat::number_of_executed_units|Done' build-fuzz/$$n.log | tail -2; done
 
 # ---- benchmarks ---------------------------------------------------------------
-bench: all $(BUILD)/tools/far-workload
+bench: all $(BUILD)/tools/far-workload $(BUILD)/tools/uffd-floor
 	tools/bench.sh $(BUILD)/bin
 
 # a guard against CPU and latency regressions (issue 20): idle cost and a short
@@ -276,10 +276,14 @@ bench: all $(BUILD)/tools/far-workload
 perf-check: all
 	tools/perf-check.sh $(BUILD)/bin
 
-# bench-far.sh's workload (not installed)
+# bench-far.sh's workload and the userfaultfd floor beside it (not installed)
 $(BUILD)/tools/far-workload: $(call obj,tools/far-workload.c)
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^
+
+$(BUILD)/tools/uffd-floor: $(call obj,tools/uffd-floor.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ -lpthread
 
 # ---- demo: the README's first command ----------------------------------------
 demo: deps-if-missing

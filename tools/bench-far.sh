@@ -28,6 +28,7 @@ ZRAM=/dev/zram1
 CG=/sys/fs/cgroup/memory
 dir=$(mktemp -d /tmp/ramster-farbench.XXXXXX) || exit 1
 daemon=
+fl_sleep=
 zram_on=
 cg_made=
 
@@ -106,6 +107,18 @@ done
 # the floor of a fault that misses the in-process cache: one 4 KiB round trip to the node
 ping=$("$bin/ramsterctl" --socket "$dir/sock" ping 2>/dev/null | sed -n 's/.* p50 \([0-9.]*\) p99 \([0-9.]*\).*/p50 \1 us, p99 \2 us/p')
 [ -n "$ping" ] && echo "one 4 KiB round trip to the node (ramsterctl ping): $ping; a fault the in-process cache misses pays it and two thread wake-ups, zram's stays in the kernel"
+# the floor of any fault a userfaultfd handler serves (tools/uffd-floor.c: a
+# handler that only copies a ready page), beside zram's whole fault below
+floor=$bin/../tools/uffd-floor
+if [ -x "$floor" ]; then
+	: >"$dir/floor"
+	for _ in $(seq "$RUNS"); do "$floor" >>"$dir/floor" 2>/dev/null || break; done
+	fl() { grep "handler=$1 " "$dir/floor" | while read -r l; do field "$2" "$l"; done | median; }
+	if [ -s "$dir/floor" ]; then
+		fl_sleep=$(fl sleep fault_p50_us)
+		echo "userfaultfd floor (tools/uffd-floor: the handler only copies a ready page; median of $RUNS): sleeping handler p50 $fl_sleep us, p99 $(fl sleep fault_p99_us) us; spinning handler p50 $(fl spin fault_p50_us) us, p99 $(fl spin fault_p99_us) us"
+	fi
+fi
 printf '%-6s %-8s %10s %10s %12s %12s\n' mode backend secs faults p50_us p99_us
 for mode in seq rand; do
 	for be in ramster zram; do
@@ -194,6 +207,8 @@ if [ -z "$zram_skip" ]; then
 	echo "goals:"
 	ratio seq "$(stat zram seq secs)" "$(stat ramster seq secs)" 1.5
 	ratio rand "$(stat zram rand secs)" "$(stat ramster rand secs)" 1.0
+	[ -n "$fl_sleep" ] && awk -v f="$fl_sleep" -v z="$(stat zram rand fault_p50_us)" -v r="$(stat ramster rand fault_p50_us)" 'BEGIN {
+		if (z > 0) printf "          fault p50: ramster %.1f us, the userfaultfd floor %.1f us, zram %.1f us: the floor alone is %.2fx zram'"'"'s fault\n", r, f, z, f / z }'
 	for name in $progs; do
 		ratio $name "$(median <"$dir/zram.$name")" "$(median <"$dir/ramster.$name")" 1.0
 	done
