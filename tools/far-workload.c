@@ -18,29 +18,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
+
+#include "tools/fault-timing.h"
 
 #define PAGE 4096ul
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv)
 {
 	size_t ws, npages, i, k, acc, nfault = 0, bad = 0;
-	uint64_t *lat, t0, t1, start, rng = 88172645463325252ull, *w;
+	uint64_t *lat, t0, t1, start, rng = XORSHIFT_SEED, *w;
 	const char *mode = argc > 1 ? argv[1] : "";
 	int seq = !strcmp(mode, "seq");
 	uint8_t *m;
@@ -70,23 +56,22 @@ int main(int argc, char **argv)
 		if (seq) {
 			pg = i % npages;
 		} else {
-			rng ^= rng << 13;
-			rng ^= rng >> 7;
-			rng ^= rng << 17;
-			pg = rng % npages;
+			pg = xorshift64(&rng) % npages;
 		}
 		w = (uint64_t *)(m + pg * PAGE);
 		t0 = now_ns();
 		bad += w[(i * 7) % (PAGE / 8)] != pg;
 		if (!seq)
-			w[(i * 13) % (PAGE / 8)] = pg; /* the same value: the page is dirty, its bytes unchanged */
+			w[(i * 13) % (PAGE / 8)] =
+			    pg; /* the same value: the page is dirty, its bytes unchanged */
 		t1 = now_ns();
-		if (t1 - t0 > 2000)
+		if (t1 - t0 > FAULT_NS)
 			lat[nfault++] = t1 - t0;
 	}
 	t1 = now_ns();
 	qsort(lat, nfault, sizeof(*lat), cmp_u64);
-	printf("mode=%s ws_mb=%zu secs=%.3f accesses=%zu faults=%zu fault_p50_us=%.1f fault_p99_us=%.1f\n",
+	printf("mode=%s ws_mb=%zu secs=%.3f accesses=%zu faults=%zu fault_p50_us=%.1f "
+	       "fault_p99_us=%.1f\n",
 	       mode, ws >> 20, (double)(t1 - start) / 1e9, acc, nfault,
 	       nfault ? (double)lat[nfault / 2] / 1e3 : 0.0,
 	       nfault ? (double)lat[nfault * 99 / 100] / 1e3 : 0.0);

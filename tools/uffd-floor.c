@@ -36,8 +36,9 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "tools/fault-timing.h"
 
 #define PAGE 4096ul
 
@@ -65,21 +66,6 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
 	(void)uc;
 	if (sig_uffd < 0 || (ioctl(sig_uffd, UFFDIO_COPY, &c) && errno != EEXIST))
 		_exit(3);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 static void *handler(void *arg)
@@ -125,7 +111,7 @@ static int run(const char *name, int spin, size_t npages)
 {
 	struct uffdio_api api = {.api = UFFD_API, .features = spin == 2 ? UFFD_FEATURE_SIGBUS : 0};
 	struct floor f = {.spin = spin};
-	uint64_t *lat, t0, t1, rng = 88172645463325252ull;
+	uint64_t *lat, t0, t1, rng = XORSHIFT_SEED;
 	size_t i, nfault = 0, len = npages * PAGE, bad = 0;
 	unsigned char *m, *order;
 	pthread_t th;
@@ -168,17 +154,14 @@ static int run(const char *name, int spin, size_t npages)
 	for (i = 0; i < npages; i++) {
 		size_t pg;
 
-		rng ^= rng << 13;
-		rng ^= rng >> 7;
-		rng ^= rng << 17;
-		pg = rng % npages;
+		pg = xorshift64(&rng) % npages;
 		if (order[pg])
 			continue;
 		order[pg] = 1;
 		t0 = now_ns();
 		bad += m[pg * PAGE + (i * 7) % PAGE] != 0x5a;
 		t1 = now_ns();
-		if (t1 - t0 > 2000)
+		if (t1 - t0 > FAULT_NS)
 			lat[nfault++] = t1 - t0;
 	}
 	atomic_store(&f.stop, 1);
