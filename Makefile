@@ -205,7 +205,7 @@ $(BUILD)/tests/integration/%: $(call obj,tests/integration/%.c) $(call obj,tests
 unit: $(UNIT_BIN)
 	@tests/run-tests $(UNIT_BIN)
 
-integration: all $(INTEG_BIN) $(BUILD)/tests/ramsterd-lie
+integration: all $(INTEG_BIN) $(BUILD)/tests/ramsterd-lie $(BUILD)/tools/far-workload $(BUILD)/tools/uffd-floor
 	@RAMSTER_BIN=$(BUILD)/bin tests/run-tests $(INTEG_BIN) $(wildcard tests/integration/test_*.sh)
 
 # make check also runs the VM tests (tests/vm/, docs/vm.md) when qemu can run

@@ -30,14 +30,19 @@ int main(int argc, char **argv)
 	const char *mode = argc > 1 ? argv[1] : "";
 	int seq = !strcmp(mode, "seq");
 	uint8_t *m;
+	long ws_mb, nacc = 0;
 
-	if (argc < 3 || (!seq && strcmp(mode, "rand")) || atol(argv[2]) <= 0) {
-		fprintf(stderr, "usage: far-workload seq|rand WS_MB [ACCESSES]\n");
+	if (argc < 3 || argc > 4 || (!seq && strcmp(mode, "rand")) ||
+	    count_arg(argv[2], 1l << 20, &ws_mb) ||
+	    (argc == 4 && count_arg(argv[3], 1l << 30, &nacc))) {
+		fprintf(stderr,
+			"usage: far-workload seq|rand WS_MB [ACCESSES] (WS_MB 1 to 1048576, "
+			"ACCESSES 1 to 2^30)\n");
 		return 2;
 	}
-	ws = (size_t)atol(argv[2]) << 20;
+	ws = (size_t)ws_mb << 20;
 	npages = ws / PAGE;
-	acc = seq ? 2 * npages : argc > 3 ? (size_t)atol(argv[3]) : npages;
+	acc = seq ? 2 * npages : nacc ? (size_t)nacc : npages;
 	m = mmap(NULL, ws, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	lat = malloc(acc * sizeof(*lat)); /* < 1 MiB for small sets: stays in glibc's heap */
 	if (m == MAP_FAILED || !lat) {
@@ -75,6 +80,8 @@ int main(int argc, char **argv)
 	       mode, ws >> 20, (double)(t1 - start) / 1e9, acc, nfault,
 	       nfault ? (double)lat[nfault / 2] / 1e3 : 0.0,
 	       nfault ? (double)lat[nfault * 99 / 100] / 1e3 : 0.0);
+	free(lat);
+	munmap(m, ws);
 	if (bad) {
 		fprintf(stderr, "far-workload: %zu pages read back wrong\n", bad);
 		return 1;

@@ -189,10 +189,10 @@ static int run(const char *name, int spin, size_t npages)
 
 int main(int argc, char **argv)
 {
-	long n = argc > 1 ? atol(argv[1]) : 32768;
+	long n = 32768;
 	int rc;
 
-	if (argc > 2 || n <= 0 || n > (1l << 22)) {
+	if (argc > 2 || (argc == 2 && count_arg(argv[1], 1l << 22, &n))) {
 		fprintf(stderr, "usage: uffd-floor [PAGES] (1 to 4194304, default 32768)\n");
 		return 1;
 	}
