@@ -6,21 +6,26 @@
  *   uffd-floor [PAGES]
  *
  * It maps PAGES pages (default 32768) registered for missing faults and
- * touches them in a random order from the main thread. A handler thread
- * answers each fault with one UFFDIO_COPY of a page it has ready: no lookup,
- * no decompression, no eviction, no socket. Two handlers, one run each:
- *   sleep: poll() then read() (the uffd is non-blocking in both), as lib/region_fault.c's default
- * (it sleeps between faults: two wake-ups a fault, the handler's and the faulting thread's); spin:
- * read() on a non-blocking uffd in a loop (RAMSTER_FAR_SPIN_US's extreme: one wake-up a fault, the
- * faulting thread's, and a core spent on it); sigbus: no handler thread: UFFD_FEATURE_SIGBUS, and
- * the faulting thread copies the page in its own SIGBUS handler (no wake-up at all). What serving
- * faults in the faulting thread would cost; lib/region cannot use it for unmodified programs, since
- * a fault the kernel takes inside a system call then fails that call with EFAULT
- *          (docs/far-memory.md).
+ * touches them in a random order from the main thread. Each fault is served
+ * with one UFFDIO_COPY of a page made ready before: no lookup, no
+ * decompression, no eviction, no socket. Three ways of serving, one run each:
+ *
+ * - sleep: a handler thread in poll() then read(), as lib/region_fault.c
+ *   does by default: two wake-ups a fault, the handler's and the faulting
+ *   thread's.
+ * - spin: a handler thread reading the (non-blocking) uffd in a loop,
+ *   RAMSTER_FAR_SPIN_US's extreme: one wake-up a fault, and a core spent.
+ * - sigbus: no handler thread. UFFD_FEATURE_SIGBUS, and the faulting thread
+ *   copies the page in its own SIGBUS handler: no wake-up at all. What serving
+ *   faults in the faulting thread would cost; lib/region cannot do it for
+ *   unmodified programs, since a fault the kernel takes inside a system call
+ *   then fails that call with EFAULT (docs/far-memory.md).
+ *
  * Each access is timed as far-workload times one (the median and 99th
- * percentile of those over 2 us). Prints one line a handler:
- *   handler=sleep faults=N fault_p50_us=X fault_p99_us=Y
- * Exit 2: userfaultfd is not available (vm.unprivileged_userfaultfd, seccomp).
+ * percentile of those over 2 us). Prints one line a way of serving:
+ *   handler=sleep|spin|sigbus faults=N fault_p50_us=X fault_p99_us=Y
+ * Exit 1: bad arguments, or a page read back wrong; exit 2: userfaultfd (or
+ * its SIGBUS feature) is not available here.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,12 +47,13 @@
 
 #define PAGE 4096ul
 
+enum serving { SERVE_SLEEP, SERVE_SPIN, SERVE_SIGBUS };
+
 struct floor {
 	int uffd;
-	int spin;
+	enum serving how; /* SERVE_SLEEP or SERVE_SPIN: the handler thread's way */
 	atomic_int stop;
 	unsigned char *src;
-	long served;
 };
 
 /* the sigbus handler's page and descriptor */
@@ -77,7 +83,7 @@ static void *handler(void *arg)
 	while (!atomic_load(&f->stop)) {
 		ssize_t n;
 
-		if (!f->spin && poll(&pfd, 1, 100) <= 0)
+		if (f->how == SERVE_SLEEP && poll(&pfd, 1, 100) <= 0)
 			continue;
 		n = read(f->uffd, &m, sizeof(m));
 		if (n != (ssize_t)sizeof(m)) {
@@ -98,19 +104,16 @@ static void *handler(void *arg)
 			perror("uffd-floor: UFFDIO_COPY");
 			exit(1);
 		}
-		f->served++;
 	}
 	return NULL;
 }
 
-/*
- * One run of a handler over npages (spin: 0 sleep, 1 spin, 2 sigbus).
- * @return 0, or 2 without userfaultfd (or its SIGBUS feature).
- */
-static int run(const char *name, int spin, size_t npages)
+/* One run of a way of serving over npages. @return 0, or 2 without userfaultfd (or SIGBUS). */
+static int run(const char *name, enum serving how, size_t npages)
 {
-	struct uffdio_api api = {.api = UFFD_API, .features = spin == 2 ? UFFD_FEATURE_SIGBUS : 0};
-	struct floor f = {.spin = spin};
+	struct uffdio_api api = {.api = UFFD_API,
+				 .features = how == SERVE_SIGBUS ? UFFD_FEATURE_SIGBUS : 0};
+	struct floor f = {.how = how};
 	uint64_t *lat, t0, t1, rng = XORSHIFT_SEED;
 	size_t i, nfault = 0, len = npages * PAGE, bad = 0;
 	unsigned char *m, *order;
@@ -136,7 +139,7 @@ static int run(const char *name, int spin, size_t npages)
 		fprintf(stderr, "uffd-floor: UFFDIO_REGISTER: %s\n", strerror(errno));
 		return 2;
 	}
-	if (spin == 2) {
+	if (how == SERVE_SIGBUS) {
 		struct sigaction sa = {.sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO};
 
 		sig_uffd = f.uffd;
@@ -165,7 +168,7 @@ static int run(const char *name, int spin, size_t npages)
 			lat[nfault++] = t1 - t0;
 	}
 	atomic_store(&f.stop, 1);
-	if (spin == 2) {
+	if (how == SERVE_SIGBUS) {
 		signal(SIGBUS, SIG_DFL);
 		sig_uffd = -1;
 	} else {
@@ -196,11 +199,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: uffd-floor [PAGES] (1 to 4194304, default 32768)\n");
 		return 1;
 	}
-	rc = run("sleep", 0, (size_t)n);
+	rc = run("sleep", SERVE_SLEEP, (size_t)n);
 	if (rc)
 		return rc;
-	rc = run("spin", 1, (size_t)n);
+	rc = run("spin", SERVE_SPIN, (size_t)n);
 	if (rc)
 		return rc;
-	return run("sigbus", 2, (size_t)n);
+	return run("sigbus", SERVE_SIGBUS, (size_t)n);
 }
