@@ -89,6 +89,7 @@ static void zb_victim(struct zalloc_victim *v, const struct zbud_victim *zv)
 		v->handle[i] = zv->handle[i];
 		v->ref[i] = zv->ref[i];
 		v->len[i] = zv->len[i];
+		v->data[i] = zv->data[i];
 	}
 }
 

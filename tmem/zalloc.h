@@ -23,7 +23,13 @@ enum zalloc_kind { ZALLOC_DENSE = 0, ZALLOC_ZBUD = 1 };
 /* The most pages one zombie (a frame, or a block of frames) can carry. */
 #define ZALLOC_VICTIM_MAX 128
 
-/* What a zombify took: the unit's live pages (handles, back-references, lengths). */
+/*
+ * What a zombify took: the unit's live pages (handles, back-references,
+ * lengths, and where their bytes are), read under the allocator's lock. A
+ * zombie's bytes stay where they are, unchanged, until zombie_done, even for
+ * a page released meanwhile; so the taker reads data[i] without the lock,
+ * and never asks data() (which reads what a concurrent release writes).
+ */
 struct zalloc_victim {
 	uint32_t frame;	 /* names the zombie for zombie_done */
 	unsigned frames; /* 4096-byte frames it spans */
@@ -31,6 +37,7 @@ struct zalloc_victim {
 	uint64_t handle[ZALLOC_VICTIM_MAX];
 	struct zbud_ref ref[ZALLOC_VICTIM_MAX];
 	unsigned len[ZALLOC_VICTIM_MAX];
+	const void *data[ZALLOC_VICTIM_MAX];
 };
 
 /* Figures of either allocator. */

@@ -430,6 +430,7 @@ static void zbud_zombify_locked(struct zbud *zb, uint32_t f, struct zbud_victim 
 		v->handle[v->n] = ZBUD_HANDLE(f, b);
 		v->ref[v->n] = m->ref[b];
 		v->len[v->n] = m->size[b];
+		v->data[v->n] = zbud_frame_base(zb, f) + zbud_offset(b, m->size[b]);
 		v->n++;
 	}
 }

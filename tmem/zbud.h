@@ -81,6 +81,7 @@ struct zbud_victim {
 	uint32_t handle[2];         /* their handles */
 	struct zbud_ref ref[2];     /* and back-references */
 	unsigned len[2];            /* and lengths */
+	const void *data[2];        /* and bytes (kept until zbud_zombie_done) */
 };
 
 /*

@@ -615,7 +615,10 @@ int zcache_remotify_take(struct zcache *z, bool pers, struct zcache_out *o)
 
 		p->ref = (struct tmem_ref){ v.ref[i].objno, v.ref[i].index };
 		p->handle = v.handle[i];
-		p->data = z->za_ops->data(z->za, v.handle[i], &p->len);
+		/* taken under the allocator's lock: a put that releases the page now
+		 * leaves the zombie's bytes alone (the commit then finds it stale) */
+		p->data = v.data[i];
+		p->len = v.len[i];
 		p->checksum = p->data && !z->sealed ? zcache_checksum(p->data, p->len) : 0;
 		p->resolved = p->data && tmem_ref_resolve(z->tmem, p->ref, &p->h, &flags) == 0;
 		p->pers = p->resolved && (flags & TMEM_PERSISTENT);

@@ -610,6 +610,7 @@ static void zd_zombify_locked(struct zdense *zd, uint32_t b, struct zalloc_victi
 		v->handle[0] = ZD_HANDLE(b, 0);
 		v->ref[0] = (struct zbud_ref){m->part[0], m->part[1]};
 		v->len[0] = ZDENSE_HUGE_LEN;
+		v->data[0] = zd_block_base(zd, b);
 		v->n = 1;
 	}
 	for (slot = 0; !zd_is_huge(zd, b) && slot < m->ninit; slot++) {
@@ -622,6 +623,7 @@ static void zd_zombify_locked(struct zdense *zd, uint32_t b, struct zalloc_victi
 		memcpy(&v->ref[v->n].objno, s + 2, 4);
 		memcpy(&v->ref[v->n].index, s + 6, 4);
 		v->len[v->n] = l & ZS_LEN_MASK;
+		v->data[v->n] = s + ZDENSE_HDR;
 		v->n++;
 	}
 }
