@@ -10,31 +10,20 @@
 # 48 MB, still above the resident budget. Prints cmocka-like lines for
 # tests/run-tests. Needs RAMSTER_BIN, sort, python3 and /dev/userfaultfd.
 set -u
-BIN=${RAMSTER_BIN:-build/bin}
-BIN=$(cd "$BIN" && pwd)
-T=$(mktemp -d /tmp/ramster-far.XXXXXX)
-PROGS=$(cd "$(dirname "$0")/../../tools/far-programs" && pwd) # build.py, sortgen.py
-pass=0
-fail=0
-pid=
+. "$(dirname "$0")/lib.sh"
+lib_init test_far_programs
+PROGS=$ROOT/tools/far-programs # build.py, sortgen.py
+# every case's lines are its report: shown whether it passed or not
+# shellcheck disable=SC2034 # read by lib.sh's run
+RUN_SHOW=all
 
-cleanup() {
-	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	[ -n "${RAMSTER_KEEP:-}" ] || rm -rf "$T"
-}
-trap cleanup EXIT
-
-skip() {
-	echo "[  SKIPPED ] test_far_programs: SKIP: $1"
-	echo "[  PASSED  ] 0 test(s)."
-	exit 0
-}
-PY=$(command -v python3) || skip "python3 missing"
-command -v sort >/dev/null || skip "sort missing"
-[ -r /dev/userfaultfd ] && [ -w /dev/userfaultfd ] || [ "$(id -u)" = 0 ] || skip "no access to /dev/userfaultfd"
+PY=$(command -v python3) || skip_all "python3 missing"
+command -v sort >/dev/null || skip_all "sort missing"
+[ -r /dev/userfaultfd ] && [ -w /dev/userfaultfd ] || [ "$(id -u)" = 0 ] ||
+	skip_all "no access to /dev/userfaultfd"
 
 if ldd "$BIN/../lib/libramster-preload.so" 2>/dev/null | grep -q -e libasan -e libubsan -e libtsan; then
-	skip "the shim is a sanitizer build: it cannot be preloaded into other programs"
+	skip_all "the shim is a sanitizer build: it cannot be preloaded into other programs"
 fi
 
 if [ "${RAMSTER_SLOW:-0}" = 1 ]; then
@@ -43,10 +32,11 @@ else
 	SORT_MB=64 PY_MB=48
 fi
 
+# killed at exit (lib.sh)
 "$BIN/ramsterd" --socket "$T/sock" --local-mb 1024 --log-level warn >"$T/node.log" 2>&1 &
-pid=$!
-for _ in $(seq 100); do [ -S "$T/sock" ] && break; sleep 0.05; done
-[ -S "$T/sock" ] || { cat "$T/node.log"; echo "[  FAILED  ] 1 test(s): ramsterd did not start"; exit 1; }
+pids+=("$!")
+wait_for test -S "$T/sock" ||
+	{ cat "$T/node.log"; echo "[  FAILED  ] 1 test(s): ramsterd did not start"; exit 1; }
 
 # field NAME LINE: a counter of the shim's stats line
 field() { awk -v n="$1" '{for (i = 1; i < NF; i++) if ($i == n) {print $(i + 1); exit}}' <<<"$2"; }
@@ -71,21 +61,14 @@ check_far() {
 	[ "$node" -ge "$puts" ] || { echo "$name: the node saw fewer puts ($node)"; return 1; }
 }
 
-run() {
-	local name=$1
+# timed NAME FUNC: FUNC, then how long case NAME took (its last line)
+timed() {
+	local name=$1 t0=$SECONDS rc
 	shift
-	echo "[ RUN      ] $name"
-	local t0=$SECONDS
-	if "$@" >"$T/$name.log" 2>&1; then
-		cat "$T/$name.log"
-		echo "$name: $((SECONDS - t0)) s"
-		echo "[       OK ] $name"
-		pass=$((pass + 1))
-	else
-		tail -20 "$T/$name.log"
-		echo "[  FAILED  ] $name"
-		fail=$((fail + 1))
-	fi
+	"$@"
+	rc=$?
+	echo "$name: $((SECONDS - t0)) s"
+	return $rc
 }
 
 # A text file of SORT_MB (tools/far-programs/sortgen.py).
@@ -129,10 +112,8 @@ test_bad_args() {
 		grep -q "cannot reach" "$T/e3"
 }
 
-run far_sort test_sort
-run far_python test_python
-run far_exec test_exec
-run far_bad_args test_bad_args
-echo "[  PASSED  ] $pass test(s)."
-[ "$fail" -eq 0 ] || echo "[  FAILED  ] $fail test(s)."
-[ "$fail" -eq 0 ]
+run far_sort timed far_sort test_sort
+run far_python timed far_python test_python
+run far_exec timed far_exec test_exec
+run far_bad_args timed far_bad_args test_bad_args
+finish

@@ -7,45 +7,20 @@
 # refuses bad arguments. Prints cmocka-like lines for tests/run-tests. Needs
 # RAMSTER_BIN and userfaultfd.
 set -u
-BIN=${RAMSTER_BIN:-build/bin}
-BIN=$(cd "$BIN" && pwd)
+. "$(dirname "$0")/lib.sh"
+lib_init test_fault_tools
 TOOLS=$BIN/../tools
-T=$(mktemp -d /tmp/ramster-faulttools.XXXXXX)
-pass=0
-fail=0
-pid=
+# every case's lines are its report: shown whether it passed or not
+# shellcheck disable=SC2034 # read by lib.sh's run
+RUN_SHOW=all
 
-cleanup() {
-	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	rm -rf "$T"
-}
-trap cleanup EXIT
-
-skip() {
-	echo "[  SKIPPED ] test_fault_tools: SKIP: $1"
-	echo "[  PASSED  ] 0 test(s)."
-	exit 0
-}
-[ -x "$TOOLS/far-workload" ] && [ -x "$TOOLS/uffd-floor" ] || skip "no $TOOLS/far-workload or uffd-floor (make integration builds them)"
-[ -r /dev/userfaultfd ] && [ -w /dev/userfaultfd ] || [ "$(id -u)" = 0 ] || skip "no access to /dev/userfaultfd"
+[ -x "$TOOLS/far-workload" ] && [ -x "$TOOLS/uffd-floor" ] ||
+	skip_all "no $TOOLS/far-workload or uffd-floor (make integration builds them)"
+[ -r /dev/userfaultfd ] && [ -w /dev/userfaultfd ] || [ "$(id -u)" = 0 ] ||
+	skip_all "no access to /dev/userfaultfd"
 
 # field NAME LINE: NAME=value out of a tool's line
 field() { tr ' ' '\n' <<<"$2" | awk -F= -v n="$1" '$1 == n {print $2}'; }
-
-run() {
-	local name=$1
-	shift
-	echo "[ RUN      ] $name"
-	if "$@" >"$T/$name.log" 2>&1; then
-		cat "$T/$name.log"
-		echo "[       OK ] $name"
-		pass=$((pass + 1))
-	else
-		cat "$T/$name.log"
-		echo "[  FAILED  ] $name"
-		fail=$((fail + 1))
-	fi
-}
 
 # plain: every page read back right (the tool exits 1 otherwise), every access counted
 test_workload_plain() {
@@ -65,10 +40,10 @@ test_workload_far() {
 		echo "SKIP: the shim is a sanitizer build"
 		return 0
 	fi
+	# killed at exit (lib.sh)
 	"$BIN/ramsterd" --socket "$T/sock" --local-mb 256 --log-level warn >"$T/node.log" 2>&1 &
-	pid=$!
-	for _ in $(seq 100); do [ -S "$T/sock" ] && break; sleep 0.05; done
-	[ -S "$T/sock" ] || { cat "$T/node.log"; return 1; }
+	pids+=("$!")
+	wait_for test -S "$T/sock" || { cat "$T/node.log"; return 1; }
 	for mode in seq rand; do
 		line=$("$BIN/ramster-run" --socket "$T/sock" --resident 4M -- "$TOOLS/far-workload" $mode 16) || return 1
 		echo "$line"
@@ -103,6 +78,4 @@ run workload_plain test_workload_plain
 run workload_far test_workload_far
 run floor test_floor
 run fault_tools_bad_args test_bad_args
-echo "[  PASSED  ] $pass test(s)."
-[ "$fail" -eq 0 ] || echo "[  FAILED  ] $fail test(s)."
-[ "$fail" -eq 0 ]
+finish
