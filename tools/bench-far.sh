@@ -11,14 +11,29 @@
 # way, wall seconds, outputs checked against a plain run (RAMSTER_FAR_PROGRAMS=0
 # skips them); issue 23's goals are printed beside the figures (a report). zram needs root, /dev/zram1 unused and the v1 memory controller: when
 # missing, says SKIP and prints ramster's figures alone. Exits 0 unless a run
-# crashed or read wrong data. docs/far-memory.md explains the figures.
+# crashed or read wrong data (or RAMSTER_FAR_RESIDENT_MB, 1 to 256, default 32,
+# or RAMSTER_FAR_RUNS, 1 to 100, is not a whole number in its range).
+# docs/far-memory.md explains the figures.
 set -u
 bin=${1:-build/bin}
 bin=$(cd "$bin" && pwd)
 work=$bin/../tools/far-workload
 X_MB=${RAMSTER_FAR_RESIDENT_MB:-32}
-WS_MB=$((4 * X_MB))
 RUNS=${RAMSTER_FAR_RUNS:-3}
+# count VAR VALUE MAX: VALUE (of the environment's VAR) is a whole number from
+# 1 to MAX, or the script stops, naming VAR
+count() {
+	case $2 in
+	'' | 0* | *[!0-9]*) ;;
+	*) [ ${#2} -le ${#3} ] && [ "$2" -le "$3" ] && return 0 ;;
+	esac
+	echo "bench-far: $1 must be a whole number from 1 to $3, not '$2'" >&2
+	exit 1
+}
+# the working set is 4x the budget, and the node and zram each hold ZRAM_MB (1024) of it
+count RAMSTER_FAR_RESIDENT_MB "$X_MB" 256
+count RAMSTER_FAR_RUNS "$RUNS" 100
+WS_MB=$((4 * X_MB))
 PROGRAMS=${RAMSTER_FAR_PROGRAMS:-1}
 PROGS=$(cd "$(dirname "$0")/far-programs" && pwd)
 PY_MB=48 SORT_MB=64

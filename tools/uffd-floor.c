@@ -118,10 +118,13 @@ static int run(const char *name, enum serving how, size_t npages)
 	size_t i, nfault = 0, len = npages * PAGE, bad = 0;
 	unsigned char *m, *order;
 	pthread_t th;
+	int rc = 0;
 
 	f.uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
 	if (f.uffd < 0 || ioctl(f.uffd, UFFDIO_API, &api)) {
 		fprintf(stderr, "uffd-floor: userfaultfd: %s\n", strerror(errno));
+		if (f.uffd >= 0)
+			close(f.uffd);
 		return 2;
 	}
 	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -137,7 +140,8 @@ static int run(const char *name, enum serving how, size_t npages)
 				      .mode = UFFDIO_REGISTER_MODE_MISSING};
 	if (ioctl(f.uffd, UFFDIO_REGISTER, &reg)) {
 		fprintf(stderr, "uffd-floor: UFFDIO_REGISTER: %s\n", strerror(errno));
-		return 2;
+		rc = 2;
+		goto out;
 	}
 	if (how == SERVE_SIGBUS) {
 		struct sigaction sa = {.sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO};
@@ -182,12 +186,13 @@ static int run(const char *name, enum serving how, size_t npages)
 		fprintf(stderr, "uffd-floor: %zu pages read back wrong\n", bad);
 		exit(1);
 	}
+out:
 	munmap(m, len);
 	munmap(f.src, PAGE);
 	free(lat);
 	free(order);
 	close(f.uffd);
-	return 0;
+	return rc;
 }
 
 int main(int argc, char **argv)
