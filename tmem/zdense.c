@@ -10,9 +10,12 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "tmem/zdense.h"
 
@@ -155,6 +158,7 @@ struct zdense {
 	uint32_t top;	      /* units ever used */
 	unsigned char *mem;   /* max_units * ZD_UNIT_BYTES, NORESERVE */
 	struct zd_block *blk; /* max_units entries, NORESERVE */
+	bool shared;	      /* mem and blk map files (zdense_create_shared) */
 	uint32_t free_units[ZDENSE_UNIT_FRAMES + 1]; /* [frames faulted in], LIFO */
 	struct zd_list lru[2];
 	struct zd_list *part[2]; /* [pers][class] */
@@ -186,6 +190,17 @@ static void zd_hdr_set(unsigned char *s, unsigned lenflags)
 
 	memcpy(s, &v, sizeof(v));
 }
+
+/*
+ * The stores before it reach memory before the stores after it. In a shared
+ * tier (zdense_create_shared) a process killed at any instruction leaves its
+ * retired stores in the files, and zdense_scan() trusts a slot only by the
+ * order they were made in: a block's fields before its ZB_USED, a slot's
+ * bytes and back-reference before its length, a fresh slot's zeroed length
+ * before the ninit that admits it. Free on x86 (TSO: only the compiler must
+ * keep the order).
+ */
+#define ZD_ORDER() atomic_thread_fence(memory_order_release)
 
 /* ---- lists (caller holds the lock) ------------------------------------- */
 
@@ -278,13 +293,16 @@ static uint32_t zd_free_pop(struct zdense *zd, unsigned t)
  * it, and lock it again on fault (MLOCK_ONFAULT: nothing is faulted in now,
  * and what the unit takes later is locked as it comes, as MCL_ONFAULT would).
  */
-static void zd_give_back(unsigned char *p, size_t len)
+static void zd_give_back(const struct zdense *zd, unsigned char *p, size_t len)
 {
-	if (madvise(p, len, MADV_DONTNEED) == 0 || errno != EINVAL)
+	/* a shared mapping's pages stay in the file under MADV_DONTNEED */
+	int advice = zd->shared ? MADV_REMOVE : MADV_DONTNEED;
+
+	if (madvise(p, len, advice) == 0 || errno != EINVAL)
 		return;
 	if (munlock(p, len))
 		return;
-	(void)madvise(p, len, MADV_DONTNEED);
+	(void)madvise(p, len, advice);
 	(void)mlock2(p, len, MLOCK_ONFAULT);
 }
 
@@ -305,7 +323,7 @@ static uint32_t zd_block_get(struct zdense *zd, bool pers, unsigned cls)
 	for (t = k + 1; b == ZD_NIL && t <= ZDENSE_UNIT_FRAMES; t++) {
 		b = zd_free_pop(zd, t);
 		if (b != ZD_NIL) {
-			zd_give_back(zd_block_base(zd, b) + (size_t)k * ZDENSE_FRAME_SIZE,
+			zd_give_back(zd, zd_block_base(zd, b) + (size_t)k * ZDENSE_FRAME_SIZE,
 				     (size_t)(t - k) * ZDENSE_FRAME_SIZE);
 			zd->blk[b].touched = (uint8_t)k;
 			zd->frames_touched -= t - k;
@@ -327,9 +345,10 @@ static uint32_t zd_block_get(struct zdense *zd, bool pers, unsigned cls)
 	m->lru[ZD_PREV] = m->lru[ZD_NEXT] = ZD_NIL;
 	m->part[ZD_PREV] = m->part[ZD_NEXT] = ZD_NIL;
 	m->cls = (uint16_t)cls;
-	m->flags = ZB_USED | (pers ? ZB_PERS : 0);
 	m->nlive = m->ndead = m->ninit = 0;
 	m->free_head = ZD_SLOT_NIL;
+	ZD_ORDER(); /* a free block's flags are 0: in use only once it is whole */
+	m->flags = ZB_USED | (pers ? ZB_PERS : 0);
 	zd->frames_used += k;
 	zd->frames_kind[pers] += k;
 	return b;
@@ -350,8 +369,10 @@ static void zd_block_put(struct zdense *zd, uint32_t b)
 
 /* ---- create / destroy --------------------------------------------------- */
 
-struct zdense *zdense_create(uint32_t max_frames)
+/* mem_fd and blk_fd: files to map (zdense_create_shared), or -1 for anonymous memory. */
+static struct zdense *zd_create(uint32_t max_frames, int mem_fd, int blk_fd)
 {
+	int flags = mem_fd < 0 ? MAP_PRIVATE | MAP_ANONYMOUS : MAP_SHARED;
 	struct zdense *zd;
 	size_t mem_len, blk_len;
 	unsigned i, k;
@@ -376,14 +397,19 @@ struct zdense *zdense_create(uint32_t max_frames)
 		goto free_zd;
 	}
 	zd->part[1] = zd->part[0] + zd_nclasses;
-	zd->mem = mmap(NULL, mem_len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	zd->shared = mem_fd >= 0;
+	/* a shared tier starts empty: whatever the files held is cut away */
+	if (zd->shared && (ftruncate(mem_fd, 0) || ftruncate(mem_fd, (off_t)mem_len) ||
+			   ftruncate(blk_fd, 0) || ftruncate(blk_fd, (off_t)blk_len))) {
+		err = errno;
+		goto free_part;
+	}
+	zd->mem = mmap(NULL, mem_len, PROT_READ | PROT_WRITE, flags | MAP_NORESERVE, mem_fd, 0);
 	if (zd->mem == MAP_FAILED) {
 		err = errno;
 		goto free_part;
 	}
-	zd->blk = mmap(NULL, blk_len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	zd->blk = mmap(NULL, blk_len, PROT_READ | PROT_WRITE, flags | MAP_NORESERVE, blk_fd, 0);
 	if (zd->blk == MAP_FAILED) {
 		err = errno;
 		goto unmap_mem;
@@ -410,6 +436,29 @@ free_zd:
 	free(zd);
 	errno = err;
 	return NULL;
+}
+
+struct zdense *zdense_create(uint32_t max_frames)
+{
+	return zd_create(max_frames, -1, -1);
+}
+
+struct zdense *zdense_create_shared(uint32_t max_frames, int mem_fd, int blk_fd)
+{
+	if (mem_fd < 0 || blk_fd < 0) {
+		errno = EBADF;
+		return NULL;
+	}
+	return zd_create(max_frames, mem_fd, blk_fd);
+}
+
+int zdense_file_sizes(uint32_t max_frames, uint64_t *mem_len, uint64_t *blk_len)
+{
+	if (max_frames == 0 || max_frames > ZDENSE_UNITS_LIMIT)
+		return -EINVAL;
+	*mem_len = (uint64_t)max_frames * ZD_UNIT_BYTES;
+	*blk_len = (uint64_t)max_frames * sizeof(struct zd_block);
+	return 0;
 }
 
 void zdense_destroy(struct zdense *zd)
@@ -456,11 +505,12 @@ static int zd_store_huge(struct zdense *zd, bool pers, const void *data, struct 
 	m->part[0] = ref.objno;
 	m->part[1] = ref.index;
 	m->ninit = 1;
+	memcpy(zd_block_base(zd, b), data, ZDENSE_HUGE_LEN);
+	ZD_ORDER(); /* the page and its back-reference, then live */
 	m->nlive = 1;
 	zd_lru_touch(zd, b);
 	zd->objects++;
 	zd->bytes += ZDENSE_HUGE_LEN;
-	memcpy(zd_block_base(zd, b), data, ZDENSE_HUGE_LEN);
 	pthread_mutex_unlock(&zd->lock);
 	*handle = ZD_HANDLE(b, 0);
 	return 0;
@@ -491,10 +541,14 @@ int zdense_store(struct zdense *zd, bool pers, const void *data, unsigned len, s
 	}
 	m = &zd->blk[b];
 	if (m->free_head != ZD_SLOT_NIL) {
-		slot = m->free_head;
+		slot = m->free_head; /* its length is 0 (released) */
 		m->free_head = zd_slot(zd, b, slot)[2];
 	} else {
-		slot = m->ninit++;
+		/* a reused block's memory may hold an old header here */
+		slot = m->ninit;
+		zd_hdr_set(zd_slot(zd, b, slot), 0);
+		ZD_ORDER();
+		m->ninit++;
 	}
 	m->nlive++;
 	if (m->nlive == zd_classes[cls].slots)
@@ -503,11 +557,12 @@ int zdense_store(struct zdense *zd, bool pers, const void *data, unsigned len, s
 	zd->objects++;
 	zd->bytes += len;
 	s = zd_slot(zd, b, slot);
-	zd_hdr_set(s, len);
 	memcpy(s + 2, &ref.objno, 4);
 	memcpy(s + 6, &ref.index, 4);
 	/* under the lock: a zombify may read the block as soon as it is dropped */
 	memcpy(s + ZDENSE_HDR, data, len);
+	ZD_ORDER(); /* the length last: it is what makes the slot live */
+	zd_hdr_set(s, len);
 	pthread_mutex_unlock(&zd->lock);
 	*handle = ZD_HANDLE(b, slot);
 	return 0;
@@ -575,6 +630,7 @@ void zdense_release(struct zdense *zd, uint64_t handle)
 		goto unlock;
 	}
 	zd_hdr_set(s, 0);
+	ZD_ORDER(); /* dead before its back-reference becomes a link */
 	s[2] = m->free_head;
 	m->free_head = (uint8_t)slot;
 	if (m->nlive == 0) {
@@ -733,6 +789,7 @@ void zdense_zombie_done(struct zdense *zd, uint32_t b)
 		if (!(zd_hdr_len(s) & ZS_DEAD))
 			continue;
 		zd_hdr_set(s, 0);
+		ZD_ORDER();
 		s[2] = m->free_head;
 		m->free_head = (uint8_t)slot;
 		m->ndead--;
@@ -788,7 +845,7 @@ uint64_t zdense_trim(struct zdense *zd, uint64_t keep, uint64_t max)
 	/* the units with most frames faulted in first: fewest calls for the most memory */
 	for (t = ZDENSE_UNIT_FRAMES; t >= 1 && zd->frames_touched > keep && n < max; t--)
 		while (zd->frames_touched > keep && n < max && (b = zd_free_pop(zd, t)) != ZD_NIL) {
-			zd_give_back(zd_block_base(zd, b), (size_t)t * ZDENSE_FRAME_SIZE);
+			zd_give_back(zd, zd_block_base(zd, b), (size_t)t * ZDENSE_FRAME_SIZE);
 			zd->blk[b].touched = 0;
 			zd->frames_touched -= t;
 			zd->blk[b].lru[ZD_NEXT] = zd->free_units[0];
@@ -797,4 +854,103 @@ uint64_t zdense_trim(struct zdense *zd, uint64_t keep, uint64_t max)
 		}
 	pthread_mutex_unlock(&zd->lock);
 	return n;
+}
+
+/* ---- after a crash: the live pages of a dead process's shared tier ------ */
+
+uint64_t zdense_layout_id(void)
+{
+	/* FNV-1a over everything that places a byte: a binary that would read
+	 * the files differently has another id */
+	uint64_t h = 0xcbf29ce484222325ull;
+	unsigned i;
+
+#define ZD_MIX(v)                                                                                  \
+	do {                                                                                       \
+		h ^= (uint64_t)(v);                                                                \
+		h *= 0x100000001b3ull;                                                             \
+	} while (0)
+	pthread_once(&zd_once, zd_classes_init);
+	ZD_MIX(1); /* this layout's version */
+	ZD_MIX(sizeof(struct zd_block));
+	ZD_MIX(offsetof(struct zd_block, cls));
+	ZD_MIX(offsetof(struct zd_block, flags));
+	ZD_MIX(offsetof(struct zd_block, ninit));
+	ZD_MIX(ZD_UNIT_BYTES);
+	ZD_MIX(ZDENSE_HDR);
+	ZD_MIX(ZB_USED | ZB_PERS << 8 | ZB_ZOMBIE << 16 | (uint64_t)ZS_DEAD << 24);
+	ZD_MIX(zd_nclasses);
+	for (i = 0; i <= zd_nclasses; i++)
+		ZD_MIX(zd_classes[i].slot | zd_classes[i].frames << 16 | zd_classes[i].slots << 24);
+#undef ZD_MIX
+	return h;
+}
+
+int zdense_scan(const void *mem, uint64_t mem_len, const void *blk, uint64_t blk_len,
+		int (*fn)(void *arg, const struct zdense_found *f), void *arg,
+		struct zdense_scan_stats *st)
+{
+	const struct zd_block *bk = blk;
+	uint64_t units = blk_len / sizeof(struct zd_block), b;
+	struct zdense_scan_stats z = {0};
+	int rc = 0;
+
+	pthread_once(&zd_once, zd_classes_init);
+	if (units > ZDENSE_UNITS_LIMIT || mem_len / ZD_UNIT_BYTES < units)
+		return -EINVAL;
+	for (b = 0; b < units && rc == 0; b++) {
+		const struct zd_block *m = &bk[b];
+		const unsigned char *base = (const unsigned char *)mem + b * ZD_UNIT_BYTES;
+		struct zdense_found f;
+		unsigned slot;
+
+		if (!(m->flags & ZB_USED))
+			continue;
+		z.blocks++;
+		f.pers = m->flags & ZB_PERS;
+		f.zombie = m->flags & ZB_ZOMBIE;
+		if (m->cls == zd_huge) {
+			/* a raw page: live while nlive is 1 (ndead 1: a zombie's dead page) */
+			if (m->nlive != 1 || m->ninit != 1) {
+				z.dead += m->nlive == 0 && m->ndead == 1;
+				z.bad_blocks += m->nlive > 1 || m->ninit > 1;
+				continue;
+			}
+			f.ref = (struct zbud_ref){m->part[0], m->part[1]};
+			f.data = base;
+			f.len = ZDENSE_HUGE_LEN;
+			z.pages++;
+			rc = fn(arg, &f);
+			continue;
+		}
+		if (m->cls >= zd_nclasses || m->ninit > zd_classes[m->cls].slots) {
+			z.bad_blocks++;
+			continue;
+		}
+		for (slot = 0; slot < m->ninit && rc == 0; slot++) {
+			const unsigned char *s = base + (size_t)slot * zd_classes[m->cls].slot;
+			unsigned v = zd_hdr_len(s), len = v & ZS_LEN_MASK;
+
+			if (!len)
+				continue;
+			if (v & ZS_DEAD) {
+				z.dead++;
+				continue;
+			}
+			if ((v & ~(unsigned)ZS_LEN_MASK) || len > ZDENSE_MAX_LEN ||
+			    len + ZDENSE_HDR > zd_classes[m->cls].slot) {
+				z.bad_slots++;
+				continue;
+			}
+			memcpy(&f.ref.objno, s + 2, 4);
+			memcpy(&f.ref.index, s + 6, 4);
+			f.data = s + ZDENSE_HDR;
+			f.len = len;
+			z.pages++;
+			rc = fn(arg, &f);
+		}
+	}
+	if (st)
+		*st = z;
+	return rc;
 }

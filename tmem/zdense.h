@@ -54,6 +54,50 @@ struct zdense;
 /* @return an allocator of at most max_frames frames (1..2^31-1), or NULL with errno set. */
 struct zdense *zdense_create(uint32_t max_frames);
 
+/*
+ * The same, its frames and block records in two files the caller made
+ * (memfds or files on tmpfs), mapped shared and cut to their sizes (what
+ * they held is dropped). Every store is ordered so that, should the process
+ * die at any instruction, zdense_scan() of the files finds exactly the pages
+ * stored and not released, each whole (docs/warm-restart.md, "A crash").
+ * Frames given back are punched out of the file (MADV_REMOVE).
+ */
+struct zdense *zdense_create_shared(uint32_t max_frames, int mem_fd, int blk_fd);
+/* The two files' sizes for max_frames. @return 0 or -EINVAL. */
+int zdense_file_sizes(uint32_t max_frames, uint64_t *mem_len, uint64_t *blk_len);
+/*
+ * An id of the files' layout (size classes, block record, header): a process
+ * must scan files only of its own id; the caller keeps it beside the files.
+ */
+uint64_t zdense_layout_id(void);
+
+/* A page zdense_scan() found live. */
+struct zdense_found {
+	struct zbud_ref ref; /* its back-reference, as stored: unchecked */
+	const void *data;    /* its bytes, in the scanned mapping */
+	unsigned len;	     /* 1..ZDENSE_MAX_LEN, or ZDENSE_HUGE_LEN (raw) */
+	bool pers;	     /* of a persistent block */
+	bool zombie;	     /* of a block being remotified at the time */
+};
+
+struct zdense_scan_stats {
+	uint64_t blocks, pages, dead, bad_blocks, bad_slots;
+};
+
+/*
+ * Call fn for every live page in the mapped files of a shared zdense whose
+ * process is gone (read-only: nothing is written). Only what the store order
+ * vouches for is reported: blocks in use, slots below their block's ninit
+ * with a length in their class's bounds; dead and free slots are skipped;
+ * anything out of bounds is counted, never read past the mappings. The
+ * caller checks what a back-reference names and what the bytes decode to.
+ * @return 0, -EINVAL for lengths that are not a zdense's, or fn's non-zero
+ * return (which stops the scan).
+ */
+int zdense_scan(const void *mem, uint64_t mem_len, const void *blk, uint64_t blk_len,
+		int (*fn)(void *arg, const struct zdense_found *f), void *arg,
+		struct zdense_scan_stats *st);
+
 /* Free the allocator and every frame. NULL ok. No other call may be running. */
 void zdense_destroy(struct zdense *zd);
 
