@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tmem/crashtab.h"
 #include "tmem/map.h"
 #include "tmem/tmem.h"
 #include "tmem/tmem_int.h"
@@ -46,13 +47,34 @@ static int pampd_remote(const struct tmem *t, uint64_t pampd)
 	return pampd && t->ops->is_remote && t->ops->is_remote(pampd);
 }
 
-/* A descriptor old (0: none) became now (0: gone): the remote counts follow. */
-static void remote_account(struct tmem_pool *p, uint64_t old, uint64_t now)
+/* 1 when pampd (non-zero) is a page with no slot in the local tier, else 0. */
+static int pampd_nonlocal(const struct tmem *t, uint64_t pampd)
+{
+	return pampd && t->ops->in_tier && !t->ops->in_tier(pampd);
+}
+
+/* The crash table's count of p's pages outside the tier changes by n (either sign). */
+static void nonlocal_add(struct tmem_pool *p, int64_t n)
+{
+	/* puts in two buckets of the pool race here */
+	__atomic_fetch_add(p->nonlocal, (uint64_t)n, __ATOMIC_RELAXED);
+}
+
+/*
+ * A descriptor old (0: none) became now (0: gone): the remote counts and the
+ * crash table's nonlocal count (persistent pools, with a table) follow.
+ */
+static void desc_account(struct tmem_pool *p, uint64_t old, uint64_t now)
 {
 	int d = pampd_remote(p->t, now) - pampd_remote(p->t, old);
 
 	if (d)
 		POOL_REMOTE_ADD(p, (int64_t)d);
+	if (p->nonlocal) {
+		d = pampd_nonlocal(p->t, now) - pampd_nonlocal(p->t, old);
+		if (d)
+			nonlocal_add(p, d);
+	}
 }
 
 /* ---- hashing ------------------------------------------------------------- */
@@ -89,8 +111,11 @@ struct tmem_pool *tmem_pool_ref(struct tmem *t, uint32_t id)
 		return NULL;
 	pthread_mutex_lock(&t->pool_lock);
 	p = t->pools[id];
-	if (p)
+	/* a destroyed pool keeps its id until it is empty: not for new calls */
+	if (p && !atomic_load(&p->dead))
 		atomic_fetch_add(&p->refs, 1);
+	else
+		p = NULL;
 	pthread_mutex_unlock(&t->pool_lock);
 	return p;
 }
@@ -145,6 +170,14 @@ static int pool_new(struct tmem *t, unsigned flags, int64_t at)
 		return at >= 0 ? -EEXIST : -ENOSPC;
 	}
 	p->id = id;
+	if (t->crash) {
+		/* the count starts from nothing, whatever the id held before */
+		__atomic_store_n(&t->crash->nonlocal[id], 0, __ATOMIC_RELAXED);
+		if (flags & TMEM_PERSISTENT)
+			p->nonlocal = &t->crash->nonlocal[id];
+		__atomic_store_n(&t->crash->pool_flags[id], flags | TMEM_CRASHTAB_POOL_LIVE,
+				 __ATOMIC_RELEASE);
+	}
 	t->pools[id] = p;
 	if (at < 0 || id + 1 > t->pool_hint)
 		t->pool_hint = id + 1;
@@ -227,6 +260,13 @@ static int objtab_alloc(struct tmem *t, struct tmem_obj *o)
 	no = t->objtab_free;
 	t->objtab_free = OBJTAB_NEXT(t->objtab[no]);
 	t->objtab[no] = (uintptr_t)o;
+	/* obj_new named o before numbering it: the entry is whole before any slot names it */
+	if (t->crash) {
+		if (no < t->crash_objs)
+			tmem_crashtab_obj_set(t->crash, no, o->pool->id, &o->oid);
+		else
+			CNT_INC(t->crash_untracked);
+	}
 	pthread_mutex_unlock(&t->obj_lock);
 	o->objno = no;
 	return 0;
@@ -274,6 +314,9 @@ static void obj_free(struct tmem_bucket *b, struct tmem_obj *o)
 	*pp = o->next;
 	b->n--;
 	pthread_mutex_lock(&t->obj_lock);
+	/* cleared before the number can be reused: its last page left already */
+	if (t->crash && o->objno < t->crash_objs)
+		tmem_crashtab_obj_clear(t->crash, o->objno);
 	t->objtab[o->objno] = OBJTAB_FREE(t->objtab_free);
 	t->objtab_free = o->objno;
 	pthread_mutex_unlock(&t->obj_lock);
@@ -308,7 +351,7 @@ static int obj_remove_page(struct tmem_obj *o, uint32_t index)
 	nodes_account(t, delta);
 	if (!pampd)
 		return -ENOENT;
-	remote_account(p, pampd, 0);
+	desc_account(p, pampd, 0);
 	t->ops->free(t->ctx, p->flags & TMEM_PERSISTENT, pampd, &h, false);
 	POOL_PAGES_ADD(p, -1);
 	return 0;
@@ -319,6 +362,7 @@ struct drain_ctx {
 	struct tmem_obj *obj;
 	uint64_t n;
 	uint64_t remote;
+	uint64_t nonlocal; /* with a crash table: pages outside the tier */
 };
 
 static void drain_one(void *arg, uint32_t index, uint64_t pampd)
@@ -328,6 +372,8 @@ static void drain_one(void *arg, uint32_t index, uint64_t pampd)
 	struct tmem_handle h = {d->pool->id, d->obj->oid, index};
 
 	d->remote += pampd_remote(t, pampd);
+	if (d->pool->nonlocal)
+		d->nonlocal += pampd_nonlocal(t, pampd);
 	t->ops->free(t->ctx, d->pool->flags & TMEM_PERSISTENT, pampd, &h, true);
 	d->n++;
 }
@@ -349,6 +395,8 @@ static uint64_t obj_destroy(struct tmem_bucket *b, struct tmem_obj *o, bool tell
 	POOL_PAGES_ADD(p, -(uint64_t)d.n);
 	if (d.remote)
 		POOL_REMOTE_ADD(p, -(uint64_t)d.remote);
+	if (d.nonlocal)
+		nonlocal_add(p, -(int64_t)d.nonlocal);
 	if (tell && o->nodes && t->ops->flush_object) {
 		struct tmem_handle h = {p->id, o->oid, 0};
 
@@ -416,10 +464,11 @@ int tmem_pool_destroy(struct tmem *t, uint32_t id)
 		return -ENOENT;
 	pthread_mutex_lock(&t->pool_lock);
 	p = t->pools[id];
-	if (p) {
-		t->pools[id] = NULL;
-		atomic_store(&p->dead, true);
-	}
+	if (p && atomic_exchange(&p->dead, true))
+		p = NULL; /* another destroy is emptying it */
+	/* gone for a crash's loader before its first page goes */
+	if (p && t->crash)
+		__atomic_store_n(&t->crash->pool_flags[id], 0, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&t->pool_lock);
 	if (!p)
 		return -ENOENT;
@@ -441,6 +490,15 @@ int tmem_pool_destroy(struct tmem *t, uint32_t id)
 	}
 	if (nodes && t->ops->flush_pool)
 		t->ops->flush_pool(t->ctx, p->flags & TMEM_PERSISTENT, p->id, nodes);
+	/*
+	 * Only now may a new pool take the id: the drain above counted down
+	 * this pool's crash-table entry, and flush_pool named it by id.
+	 */
+	pthread_mutex_lock(&t->pool_lock);
+	t->pools[id] = NULL;
+	if (t->crash)
+		__atomic_store_n(&t->crash->nonlocal[id], 0, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&t->pool_lock);
 	CNT_ADD(t->flushed_pages, n);
 	CNT_INC(t->pools_destroyed);
 	CNT_DEC(t->pools_now);
@@ -497,7 +555,7 @@ static int put_common(struct tmem *t, uint32_t id, const struct tmem_oid *oid, u
 			goto refused;
 		}
 		o->nodes |= pampd_nodes(t, pampd);
-		remote_account(p, old, pampd);
+		desc_account(p, old, pampd);
 		if (old) {
 			struct tmem_handle h = {p->id, *oid, index};
 
@@ -561,8 +619,14 @@ int tmem_get_ex(struct tmem *t, uint32_t id, const struct tmem_oid *oid, uint32_
 	o = atomic_load(&p->dead) ? NULL : obj_find(b, oid);
 	if (o)
 		pampd = map_lookup(&o->map, index);
-	if (!pampd)
+	if (!pampd) {
+		/* the page may have been put before a crash and lost in it */
+		if (pers && atomic_load_explicit(&p->incomplete, memory_order_relaxed)) {
+			CNT_INC(t->gets_incomplete);
+			ret = -EIO;
+		}
 		goto unlock;
+	}
 	ret = t->ops->get_data(t->ctx, pers, pampd, page);
 	if (ret == -EREMOTE) {
 		if (remote)
@@ -632,9 +696,9 @@ int tmem_update(struct tmem *t, const struct tmem_handle *h,
 			map_set(&o->map, h->index, pampd, &old, &delta);
 			nodes_account(t, delta);
 			o->nodes |= pampd_nodes(t, pampd);
-			remote_account(p, old, pampd);
+			desc_account(p, old, pampd);
 		} else if (cur) {
-			remote_account(p, cur, 0);
+			desc_account(p, cur, 0);
 			map_delete(&o->map, h->index, &delta);
 			nodes_account(t, delta);
 			POOL_PAGES_ADD(p, -1);
@@ -718,6 +782,12 @@ int tmem_flush_object(struct tmem *t, uint32_t id, const struct tmem_oid *oid)
 
 int tmem_replace(struct tmem *t, struct tmem_ref ref, uint64_t expect, uint64_t with, bool trylock)
 {
+	return tmem_replace_then(t, ref, expect, with, trylock, NULL, NULL);
+}
+
+int tmem_replace_then(struct tmem *t, struct tmem_ref ref, uint64_t expect, uint64_t with,
+		      bool trylock, void (*then)(void *arg), void *arg)
+{
 	struct tmem_pool *p;
 	struct tmem_bucket *b;
 	struct tmem_obj *o;
@@ -762,13 +832,17 @@ int tmem_replace(struct tmem *t, struct tmem_ref ref, uint64_t expect, uint64_t 
 		nodes_account(t, delta);
 		o->nodes |= pampd_nodes(t, with);
 		if (!ret)
-			remote_account(p, expect, with);
+			desc_account(p, expect, with);
+		if (!ret && then)
+			then(arg);
 	} else {
-		remote_account(p, expect, 0);
+		desc_account(p, expect, 0);
 		map_delete(&o->map, ref.index, &delta);
 		nodes_account(t, delta);
 		POOL_PAGES_ADD(p, -1);
 		CNT_INC(t->evicted_pages);
+		if (then)
+			then(arg); /* before the object (and its number) may go */
 		obj_free_if_empty(b, o);
 		ret = 0;
 	}
@@ -792,8 +866,53 @@ int tmem_pool_info(struct tmem *t, uint32_t id, struct tmem_pool_info *info)
 	info->remote = CNT_GET(p->remote);
 	info->owner = atomic_load(&p->owner);
 	info->weight = info->owner ? atomic_load(&t->owners[info->owner].weight) : 0;
+	info->incomplete = atomic_load(&p->incomplete);
 	tmem_pool_unref(p);
 	return 0;
+}
+
+/* ---- crash survival (tmem/crashtab.h) ------------------------------------------------ */
+
+int tmem_set_crashtab(struct tmem *t, struct tmem_crashtab *ct)
+{
+	uint32_t i;
+	int ret = 0;
+
+	if (!ct || tmem_crashtab_valid(ct, tmem_crashtab_bytes(ct->objs_max)))
+		return -EINVAL;
+	pthread_mutex_lock(&t->pool_lock);
+	for (i = 0; i < TMEM_MAX_POOLS && !t->pools[i]; i++)
+		;
+	if (t->crash || i < TMEM_MAX_POOLS) {
+		ret = -EBUSY;
+	} else {
+		/* no pool, so no object and no call in progress reads these yet */
+		t->crash = ct;
+		t->crash_objs = ct->objs_max;
+	}
+	pthread_mutex_unlock(&t->pool_lock);
+	return ret;
+}
+
+int tmem_pool_set_incomplete(struct tmem *t, uint32_t id)
+{
+	struct tmem_pool *p = tmem_pool_ref(t, id);
+	int ret = 0;
+
+	if (!p)
+		return -ENOENT;
+	if (p->flags & TMEM_PERSISTENT)
+		atomic_store(&p->incomplete, true);
+	else
+		ret = -EINVAL; /* an ephemeral get may miss anyway */
+	tmem_pool_unref(p);
+	return ret;
+}
+
+void tmem_get_crash_stats(struct tmem *t, struct tmem_crash_stats *s)
+{
+	s->untracked_objects = CNT_GET(t->crash_untracked);
+	s->gets_incomplete = CNT_GET(t->gets_incomplete);
 }
 
 /* ---- the walk (snapshots: tmem/snapshot.c) ------------------------------------------ */

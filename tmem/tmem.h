@@ -79,6 +79,12 @@ struct tmem_pamops {
 	 * owners' remote counts (tmem_pool_info, tmem_owner_remote).
 	 */
 	bool (*is_remote)(uint64_t pampd);
+	/*
+	 * Optional: whether a descriptor's page bytes are in a slot of the
+	 * local tier; from its bits alone, no lock. Feeds the crash table's
+	 * nonlocal counts (tmem_set_crashtab): without it nothing counts.
+	 */
+	bool (*in_tier)(uint64_t pampd);
 	/* Optional: after the bulk frees of an object whose pages named nodes (non-zero). */
 	void (*flush_object)(void *ctx, bool pers, const struct tmem_handle *h, uint64_t nodes);
 	/* Optional: after the bulk frees of a destroyed pool whose pages named nodes (non-zero). */
@@ -157,6 +163,15 @@ int tmem_flush_object(struct tmem *t, uint32_t pool, const struct tmem_oid *oid)
  */
 int tmem_replace(struct tmem *t, struct tmem_ref ref, uint64_t expect, uint64_t with, bool trylock);
 
+/*
+ * The same, calling then(arg) under the bucket lock when it succeeds: the
+ * caller frees expect's data there, so that no instant exists at which the
+ * descriptor is with and expect's slot is still live (a crash's loader
+ * would find a slot whose object may be freed and its number reused).
+ */
+int tmem_replace_then(struct tmem *t, struct tmem_ref ref, uint64_t expect, uint64_t with,
+		      bool trylock, void (*then)(void *arg), void *arg);
+
 /* One pool, for listings. */
 struct tmem_pool_info {
 	uint32_t id;
@@ -166,6 +181,7 @@ struct tmem_pool_info {
 	uint64_t remote;  /* of those, pages whose copy is elsewhere (ops->is_remote) */
 	unsigned owner;   /* tmem_pool_set_owner (0: nobody) */
 	unsigned weight;  /* the owner's weight (0: no owner) */
+	bool incomplete;  /* tmem_pool_set_incomplete (not in flags: those are the pool's make) */
 };
 
 /* @return 0 with *info filled, or -ENOENT. */
@@ -283,5 +299,32 @@ bool tmem_ref_over_share(struct tmem *t, struct tmem_ref ref);
 
 /* Whether any owner holds more than its weighted share now. */
 bool tmem_any_over_share(struct tmem *t);
+
+/*
+ * Crash survival (tmem/crashtab.h). Give tmem a crash table to keep up to
+ * date: an entry per object number (below its objs_max) and a per-pool count
+ * of persistent pages not in the tier (ops->in_tier). ct is the caller's
+ * (a tmpfs mapping, made by tmem_crashtab_init over zeroed memory) and must
+ * outlive t. Once, after tmem_create and before any pool exists.
+ * @return 0; -EINVAL (NULL, or the header does not check out); -EBUSY (a
+ * table is set already, or a pool exists).
+ */
+struct tmem_crashtab;
+int tmem_set_crashtab(struct tmem *t, struct tmem_crashtab *ct);
+
+/*
+ * A persistent pool restored after a crash without some of its pages: a get
+ * that finds nothing answers -EIO (counted in get_errors and gets_incomplete),
+ * never -ENOENT, since the page may have been put and lost. Puts work as ever.
+ * For the life of the pool. @return 0, -ENOENT (no pool), -EINVAL (ephemeral).
+ */
+int tmem_pool_set_incomplete(struct tmem *t, uint32_t pool);
+
+/* Counters of crash survival (kept apart from tmem_stats: tmem_owner.c fills those). */
+struct tmem_crash_stats {
+	uint64_t untracked_objects; /* objects numbered past the table's objs_max: not recorded */
+	uint64_t gets_incomplete;   /* of get_errors, misses in an incomplete pool (-EIO) */
+};
+void tmem_get_crash_stats(struct tmem *t, struct tmem_crash_stats *s);
 
 #endif /* RAMSTER_TMEM_H */

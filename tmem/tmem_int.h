@@ -42,6 +42,8 @@ struct tmem_pool {
 	atomic_uint_fast64_t pages;
 	atomic_uint_fast64_t remote; /* of pages, remote descriptors (ops->is_remote) */
 	atomic_uint owner;	     /* tmem_pool_set_owner: whose pages these are (0: nobody) */
+	atomic_bool incomplete;	     /* tmem_pool_set_incomplete: a miss is -EIO */
+	uint64_t *nonlocal;	     /* its crash-table count; NULL: none, or ephemeral */
 	struct tmem *t;
 	struct tmem_bucket bucket[TMEM_BUCKETS];
 };
@@ -72,6 +74,11 @@ struct tmem {
 	atomic_uint_fast64_t pools_created, pools_destroyed, pools_now;
 	atomic_uint_fast64_t objects, pages, evicted_pages, remote_gets;
 	atomic_int_fast64_t map_nodes, bucket_bytes;
+
+	/* crash survival: the table (NULL: none; set before any pool) and its counters */
+	struct tmem_crashtab *crash;
+	uint32_t crash_objs; /* its objs_max */
+	atomic_uint_fast64_t crash_untracked, gets_incomplete;
 
 	/* owners (tmem_pool_set_owner): pages charged to each, and weights */
 	struct {
