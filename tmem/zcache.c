@@ -19,6 +19,7 @@
 #include "tmem/replica.h"
 #include "tmem/zalloc.h"
 #include "tmem/zcache.h"
+#include "tmem/zdense.h"
 
 /* ---- descriptors ---------------------------------------------------------- */
 
@@ -104,6 +105,12 @@ int zcache_remote_holders(struct zcache *z, uint64_t pampd, struct replica_set *
 bool zcache_pampd_is_remote(uint64_t pampd)
 {
 	return PAMPD_KIND(pampd) == PAMPD_REMOTE;
+}
+
+/* The crash table's test (tmem_pamops.in_tier): a zero or remote page has no slot. */
+static bool zcache_pampd_in_tier(uint64_t pampd)
+{
+	return PAMPD_KIND(pampd) == PAMPD_ZBUD;
 }
 
 /* Does any holder of r still have its copy (alive in the epoch it was placed in)? */
@@ -538,6 +545,7 @@ static const struct tmem_pamops zcache_pamops = {
 	.free = zcache_free_pampd,
 	.nodes = zcache_pampd_nodes,
 	.is_remote = zcache_pampd_is_remote,
+	.in_tier = zcache_pampd_in_tier,
 	.flush_object = zcache_flush_object,
 	.flush_pool = zcache_flush_pool,
 };
@@ -626,6 +634,19 @@ int zcache_remotify_take(struct zcache *z, bool pers, struct zcache_out *o)
 	return 0;
 }
 
+struct release_arg {
+	struct zcache *z;
+	uint64_t handle;
+};
+
+/* tmem_replace_then's then: a frame's page released under its bucket lock. */
+static void release_then(void *arg)
+{
+	struct release_arg *a = arg;
+
+	a->z->za_ops->release(a->z->za, a->handle);
+}
+
 int zcache_remotify_commit(struct zcache *z, struct zcache_out *o, unsigned i,
 			   const struct replica_set *r)
 {
@@ -641,7 +662,10 @@ int zcache_remotify_commit(struct zcache *z, struct zcache_out *o, unsigned i,
 			return ret;
 		pampd = PAMPD_REMOTE | id;
 	}
-	ret = tmem_replace(z->tmem, p->ref, PAMPD_MAKE_ZBUD(p->handle), pampd, false);
+	/* the frame's copy goes under the bucket lock, with the swap (a crash's
+	 * loader must never find it live once the object may be gone) */
+	ret = tmem_replace_then(z->tmem, p->ref, PAMPD_MAKE_ZBUD(p->handle), pampd, false,
+				release_then, &(struct release_arg){z, p->handle});
 	if (ret) {
 		if (id)
 			replica_remove(z->replicas, id);
@@ -650,7 +674,6 @@ int zcache_remotify_commit(struct zcache *z, struct zcache_out *o, unsigned i,
 	}
 	if (p->pers || zcache_is_raw(z, p->len))
 		zcache_account(z, p->pers, p->len, -1);
-	z->za_ops->release(z->za, p->handle);
 	CNT_INC(z->remote_pages);
 	CNT_INC(z->remotified);
 	return 0;
@@ -811,7 +834,8 @@ struct zcache *zcache_create(const struct zcache_config *cfg)
 	if (!cfg || cfg->local_mb == 0 || cfg->local_mb > (1ull << 23) ||
 	    cfg->pers_max_frac > 1024 || cfg->pers_mean_max_frac > 1024 ||
 	    cfg->pers_mean_limit_frac > 1024 || !zalloc_ops(cfg->allocator) ||
-	    !compress_algo_ok(cfg->compressor)) {
+	    !compress_algo_ok(cfg->compressor) ||
+	    (cfg->crash && (cfg->allocator != ZALLOC_DENSE || !cfg->crash->tab))) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -831,7 +855,11 @@ struct zcache *zcache_create(const struct zcache_config *cfg)
 	z->policy.pers_max = frac_bytes(cfg->pers_max_frac, 896);
 	z->policy.pers_mean_max = frac_bytes(cfg->pers_mean_max_frac, 640);
 	z->policy.pers_mean_limit = frac_bytes(cfg->pers_mean_limit_frac, 640);
-	z->za = z->za_ops->create((uint32_t)frames);
+	if (cfg->crash)
+		z->za = zdense_create_shared((uint32_t)frames, cfg->crash->mem_fd,
+					     cfg->crash->blk_fd);
+	else
+		z->za = z->za_ops->create((uint32_t)frames);
 	if (!z->za)
 		goto fail;
 	atomic_init(&z->home_limit, frames * 8 / 10);
@@ -841,6 +869,11 @@ struct zcache *zcache_create(const struct zcache_config *cfg)
 	z->tmem = tmem_create(&zcache_pamops, z);
 	if (!z->tmem)
 		goto fail_zbud;
+	if (cfg->crash && tmem_set_crashtab(z->tmem, cfg->crash->tab)) {
+		tmem_destroy(z->tmem);
+		errno = EINVAL;
+		goto fail_zbud;
+	}
 	return z;
 
 fail_zbud:
@@ -944,6 +977,15 @@ void zcache_foreach_stat(struct zcache *z,
 	T(pages, "pages held now");
 	T(remote_gets, "gets that went to a peer");
 #undef T
+	{
+		struct tmem_crash_stats c;
+
+		tmem_get_crash_stats(z->tmem, &c);
+		fn(arg, "tmem_gets_incomplete", c.gets_incomplete,
+		   "of get_errors, misses in a pool a crash left incomplete (the page may be lost)");
+		fn(arg, "tmem_crash_untracked_objects", c.untracked_objects,
+		   "objects past the crash table's size: their pages cannot survive a crash");
+	}
 #define Z(f, h) fn(arg, "tier_" #f, s.f, h)
 	Z(stored_pages, "compressed pages in frames now");
 	Z(compressed_bytes, "their compressed bytes");

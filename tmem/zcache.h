@@ -27,6 +27,19 @@
 #include "tmem/tmem.h"
 #include "tmem/zalloc.h"
 
+struct tmem_crashtab;
+
+/*
+ * A tier that a crash leaves readable (docs/warm-restart.md, "A crash"): its
+ * frames and block records in two files the caller made (zdense_create_shared:
+ * the dense allocator only), and tmem's crash table, mapped (tmem_set_crashtab).
+ * tmem/crashload.h reads what they hold after the process died.
+ */
+struct zcache_crash {
+	int mem_fd, blk_fd;
+	struct tmem_crashtab *tab;
+};
+
 struct zcache_config {
 	uint64_t local_mb;          /* budget of compressed frames, MiB (> 0) */
 	/* Poor-compression thresholds as fractions of a page, in 1/1024ths;
@@ -36,6 +49,7 @@ struct zcache_config {
 	unsigned pers_mean_limit_frac;
 	enum zalloc_kind allocator;     /* ZALLOC_DENSE (0, the default) or ZALLOC_ZBUD */
 	enum compress_algo compressor;  /* COMPRESS_LZO (0, the default) or COMPRESS_LZ4 */
+	const struct zcache_crash *crash; /* NULL: anonymous memory, nothing outlives the process */
 };
 
 struct zcache;
