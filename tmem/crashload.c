@@ -147,10 +147,10 @@ static int emit_page(snapshot_emit_fn emit, void *arg, const struct found *p)
 	return emit(arg, SNAPSHOT_TAG_PAGE, head, sizeof(head), p->data, p->len);
 }
 
-/* @return true when the stored bytes give one page (raw, or decompressed). */
+/* @return true when the stored bytes give one page (raw, zcache's zero mark, or decompressed). */
 static bool page_ok(const struct found *p, enum compress_algo algo, void *page)
 {
-	if (p->len == ZDENSE_HUGE_LEN)
+	if (p->len == ZDENSE_HUGE_LEN || (p->len == 1 && !*(const unsigned char *)p->data))
 		return true;
 	return compress_unpage_algo(algo, p->data, p->len, page) == 0;
 }

@@ -48,6 +48,7 @@ enum pampd_kind { PAMPD_ZBUD = 1, PAMPD_ZERO = 2, PAMPD_REMOTE = 3 };
 
 struct zcache {
 	struct tmem *tmem;
+	bool crash;                       /* zcache_config.crash: the tier outlives a crash */
 	void *za;                         /* the allocator (zbud or zdense) */
 	const struct zalloc_ops *za_ops;
 	enum compress_algo algo;
@@ -142,9 +143,21 @@ static bool zcache_is_raw(const struct zcache *z, unsigned len)
 	return z->za_ops->huge_len && len == z->za_ops->huge_len;
 }
 
-/* Bring a stored page (compressed, or raw) back into page. @return 0 or -EIO. */
+/*
+ * A zero page of a persistent pool in a tier that outlives a crash: one byte
+ * in a slot (no compressor makes a page of one byte), so that the crash's
+ * loader finds it; a descriptor of its own kind would leave no trace.
+ */
+static const unsigned char zcache_zero_mark[1] = {0};
+#define ZCACHE_ZERO_MARK_LEN 1
+
+/* Bring a stored page (compressed, raw, or the zero mark) back into page. @return 0 or -EIO. */
 static int zcache_unpage(const struct zcache *z, const void *data, size_t len, void *page)
 {
+	if (len == ZCACHE_ZERO_MARK_LEN && !*(const unsigned char *)data) {
+		memset(page, 0, COMPRESS_PAGE_SIZE);
+		return 0;
+	}
 	if (zcache_is_raw(z, (unsigned)len)) {
 		memcpy(page, data, COMPRESS_PAGE_SIZE);
 		return 0;
@@ -318,9 +331,14 @@ static int zcache_create_pampd(void *ctx, unsigned flags, const void *page, stru
 		return -ENOSPC;
 	if (compress_page_is_zero(page)) {
 		CNT_INC(z->zero_puts);
-		CNT_INC(z->zero_pages);
-		*pampd = PAMPD_MAKE_ZERO;
-		return 0;
+		if (!(z->crash && pers)) {
+			CNT_INC(z->zero_pages);
+			*pampd = PAMPD_MAKE_ZERO;
+			return 0;
+		}
+		data = zcache_zero_mark;
+		len = ZCACHE_ZERO_MARK_LEN;
+		goto store;
 	}
 	len = compress_page_algo(z->algo, page, zcache_cbuf);
 	if (len <= 0 && !keep) {
@@ -343,6 +361,7 @@ static int zcache_create_pampd(void *ctx, unsigned flags, const void *page, stru
 			CNT_INC(z->raw_puts);
 		}
 	}
+store:
 	for (tries = 0;; tries++) {
 		ret = z->za_ops->store(z->za, pers, data, (unsigned)len,
 				       (struct zbud_ref){ ref.objno, ref.index }, &handle);
@@ -855,6 +874,7 @@ struct zcache *zcache_create(const struct zcache_config *cfg)
 	z->policy.pers_max = frac_bytes(cfg->pers_max_frac, 896);
 	z->policy.pers_mean_max = frac_bytes(cfg->pers_mean_max_frac, 640);
 	z->policy.pers_mean_limit = frac_bytes(cfg->pers_mean_limit_frac, 640);
+	z->crash = cfg->crash != NULL;
 	if (cfg->crash)
 		z->za = zdense_create_shared((uint32_t)frames, cfg->crash->mem_fd,
 					     cfg->crash->blk_fd);
