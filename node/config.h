@@ -61,6 +61,7 @@ struct config_node {
 	char nbd_tls_certificates[CONFIG_PATH_MAX]; /* dir: ca-cert.pem, server-{cert,key}.pem */
 	int nbd_tls_line;               /* where nbd_tls (or the section) is */
 	char metrics_listen[CONFIG_NAME_MAX + 8]; /* HOST:PORT of /metrics ("" = none) */
+	char crash_dir[CONFIG_PATH_MAX];  /* the tier's files a crash leaves ("" = none) */
 	uint64_t busy_poll_us;          /* the loop polls this long before sleeping (0 = off) */
 	unsigned allocator;             /* enum zalloc_kind: dense (default) or zbud */
 	unsigned compressor;            /* enum compress_algo: lzo (default) or lz4 */

@@ -292,6 +292,16 @@ const struct config_key config_keys[] = {
      .max = sizeof(((struct config_node *)0)->metrics_listen) - 1, .def_doc = "none",
      .help = "Serve Prometheus metrics at /metrics there (docs/metrics.md).",
      .reload = CONFIG_RELOAD_RESTART},
+    {.name = "crash_dir", NODE(crash_dir), .type = CONFIG_PATH, .max = CONFIG_PATH_MAX - 1,
+     .def_doc = "none", .arg = "DIR",
+     .help = "Keep the tier's frames and index in files under DIR (an absolute path on a "
+	     "tmpfs with room for local_mb: /dev/shm/ramster, or a tmpfs of its own), so that a "
+	     "crash or `kill -9` loses no persistent page held in this node's RAM: the next "
+	     "start loads what they hold, checked, and a pool that lost pages (remote pages, an "
+	     "operation the crash cut) answers -EIO for them, never 'no such page' "
+	     "(docs/warm-restart.md, \"A crash\"). DIR is made mode 0700; one daemon a DIR. "
+	     "Needs allocator = dense. NBD exports start empty after a crash.",
+     .reload = CONFIG_RELOAD_RESTART},
     {.name = "busy_poll_us", NODE(busy_poll_us), .type = CONFIG_U64, .min = 0,
      .max = CONFIG_BUSY_POLL_MAX_US, .def = STR(CONFIG_DEFAULT_BUSY_POLL_US),
      .help = "After work, the event loop may poll up to this long before it sleeps (0: off). "

@@ -34,6 +34,7 @@
 #include "node/client/pools.h"
 #include "node/client/users.h"
 #include "node/reload.h"
+#include "node/restart/crash.h"
 #include "node/restart/restart.h"
 #include "node/spin.h"
 #include "node/stats/stats.h"
@@ -48,6 +49,7 @@
 #define MAIN_LOCAL_MB_MAX     (1024u * 1024)
 #define EXIT_USAGE	      2
 #define MAIN_OPT_HELP_CONFIG  256 /* --help-config: a long option only */
+#define MAIN_OPT_CRASH_DIR    257 /* --crash-dir: a long option only */
 
 /* What the command line asked for; NULL / 0: not given. */
 struct main_opts {
@@ -55,6 +57,7 @@ struct main_opts {
 	uint64_t local_mb;
 	const char *config;
 	const char *node;
+	const char *crash_dir;
 	int log_level;
 };
 
@@ -73,6 +76,8 @@ static void main_usage(FILE *f)
 		"  -n, --node NAME        this node's [node NAME] section (default: the\n"
 		"                         file's only node, else the short host name)\n"
 		"  -l, --log-level LEVEL  debug, info, notice, warn or error (default info)\n"
+		"      --crash-dir DIR    keep the tier in files there, so a crash loses no\n"
+		"                         persistent page (default: the node's `crash_dir`)\n"
 		"  -h, --help             show this help and exit\n"
 		"      --help-config      every key of the cluster file: its value, default,\n"
 		"                         reload rule and help (=scd: ramster.conf(5)'s lists)\n"
@@ -105,6 +110,7 @@ static void main_parse_args(int argc, char **argv, struct main_opts *o)
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "help",      no_argument,       NULL, 'h' },
 		{ "help-config", optional_argument, NULL, MAIN_OPT_HELP_CONFIG },
+		{ "crash-dir", required_argument, NULL, MAIN_OPT_CRASH_DIR },
 		{ "version",   no_argument,       NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -130,6 +136,12 @@ static void main_parse_args(int argc, char **argv, struct main_opts *o)
 			break;
 		case 'c':
 			o->config = optarg;
+			break;
+		case MAIN_OPT_CRASH_DIR:
+			if (optarg[0] != '/' || strlen(optarg) >= CONFIG_PATH_MAX)
+				main_die_usage("--crash-dir: '%s' is not an absolute path (< %d bytes)",
+					       optarg, CONFIG_PATH_MAX);
+			o->crash_dir = optarg;
 			break;
 		case 'n':
 			if (!*optarg)
@@ -197,6 +209,7 @@ struct main_node {
 	 * waiting for quiet: only main_break ends the loop) or under way */
 	enum { MAIN_RUN, MAIN_STOP, MAIN_RESTART_EXEC, MAIN_RESTART_FDSTORE } how;
 	struct restart_stats restart;
+	struct crash_keep *crash; /* crash_dir's files, or NULL */
 	/* a warm restart waits for what is in flight: first the NBD requests
 	 * (nbd_quiet), then, in a collective, the requests to peers (remote_quiet) */
 	ev_timer quiet;
@@ -352,6 +365,30 @@ static int main_restart_now(void *arg, char *why, size_t len)
  * After the loop: write the image and re-execute, or hand it to systemd.
  * Returns only when the restart could not be made (then the node stops as usual).
  */
+/* The tier and directory again, empty, after a refused image: @return 0, or -1 (logged). */
+static int main_tier_again(struct main_node *n, struct zcache_config *zc, const struct config *cfg)
+{
+	pools_destroy(n->pools);
+	n->pools = NULL;
+	zcache_destroy(n->zcache);
+	n->zcache = NULL;
+	if (n->crash) {
+		zc->crash = crash_keep_fresh(n->crash);
+		if (!zc->crash) {
+			log_error("cannot make the tier's files again: %s", strerror(errno));
+			return -1;
+		}
+	}
+	n->zcache = zcache_create(zc);
+	n->pools = n->zcache ? pools_create(zcache_tmem(n->zcache)) : NULL;
+	if (!n->pools) {
+		log_error("cannot create the local tier again: %s", strerror(errno));
+		return -1;
+	}
+	pools_set_grace(n->pools, cfg->limits.reattach_grace_ms);
+	return 0;
+}
+
 static void main_restart(struct main_node *n, char **argv)
 {
 	struct restart_conns conns = { .n = 0 };
@@ -363,6 +400,7 @@ static void main_restart(struct main_node *n, char **argv)
 		log_error("restart: cannot write the image (%s): stopping cold", strerror(-fd));
 		return;
 	}
+	crash_keep_mark_clean(n->crash); /* the image has the pages now */
 	if (n->how == MAIN_RESTART_FDSTORE) {
 		rc = restart_fdstore(fd, &conns);
 		if (rc)
@@ -451,7 +489,7 @@ int main(int argc, char **argv)
 	bool local_auto;
 	struct main_node n = {0};
 	char err[CONFIG_ERR_MAX], name[CONFIG_NAME_MAX], config_abs[PATH_MAX];
-	const char *socket_path, *config_shown = "";
+	const char *socket_path, *config_shown = "", *crash_dir;
 	unsigned long busy_us;
 	int status = 1, restart_fd;
 
@@ -534,6 +572,27 @@ int main(int argc, char **argv)
 		log_error("cannot initialise the event loop (bad LIBEV_FLAGS?)");
 		return 1;
 	}
+	crash_dir = o.crash_dir ? o.crash_dir : self ? self->crash_dir : "";
+	if (crash_dir[0]) {
+		if (zc.allocator != ZALLOC_DENSE) {
+			log_error("crash_dir needs allocator = dense");
+			status = EXIT_USAGE;
+			goto out;
+		}
+		n.crash = crash_keep_open(crash_dir, zc.local_mb, zc.compressor, &n.restart,
+					  err, sizeof(err));
+		if (!n.crash) {
+			log_error("%s", err);
+			status = EXIT_USAGE;
+			goto out;
+		}
+		zc.crash = crash_keep_fresh(n.crash);
+		if (!zc.crash) {
+			log_error("crash_dir %s: cannot make the tier's files: %s", crash_dir,
+				  strerror(errno));
+			goto out;
+		}
+	}
 	n.zcache = zcache_create(&zc);
 	if (!n.zcache) {
 		log_error("cannot create the local tier (local_mb %llu): %s",
@@ -556,15 +615,18 @@ int main(int argc, char **argv)
 	    restart_load(restart_fd, n.zcache, n.pools, n.users,
 			 self && cfg.n_nodes > 1 ? self->id : 0, &n.restart) != 0) {
 		/* refused (logged, counted): what it built goes, and the node starts cold */
-		pools_destroy(n.pools);
-		zcache_destroy(n.zcache);
-		n.zcache = zcache_create(&zc);
-		n.pools = n.zcache ? pools_create(zcache_tmem(n.zcache)) : NULL;
-		if (!n.pools) {
-			log_error("cannot create the local tier again: %s", strerror(errno));
+		if (main_tier_again(&n, &zc, &cfg))
 			goto destroy_zcache;
-		}
-		pools_set_grace(n.pools, cfg.limits.reattach_grace_ms);
+	} else if (restart_fd < 0 &&
+		   crash_keep_load(n.crash, n.zcache, n.pools, n.users, &n.restart) != 0) {
+		/* refused (logged, counted): cold, as above */
+		if (main_tier_again(&n, &zc, &cfg))
+			goto destroy_zcache;
+	}
+	if (n.crash) {
+		/* from here on each pool made or gone is written down (and now what loaded) */
+		pools_set_on_change(n.pools, crash_keep_pools_changed, n.crash);
+		crash_keep_pools_changed(n.crash, n.pools);
 	}
 	if (self && cfg.n_nodes > 1) {
 		n.remote = remote_create(n.loop, n.zcache, &cfg, self, err, sizeof(err));
@@ -734,6 +796,7 @@ destroy_zcache:
 	users_destroy(n.users);
 	zcache_destroy(n.zcache);
 out:
+	crash_keep_close(n.crash, status == 0); /* a stop: nothing for the next start to load */
 	ev_loop_destroy(n.loop);
 	if (!status)
 		log_notice("ramsterd node %s stopped", name);

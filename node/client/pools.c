@@ -53,6 +53,8 @@ struct pools {
 	uint32_t grace_ms;  /* detached pools are kept this long (0: released at once) */
 	uint64_t n_detached; /* detached now */
 	struct pools_reattach_stats rs;
+	void (*on_change)(void *arg, const struct pools *p); /* pools_set_on_change */
+	void *on_change_arg;
 };
 
 struct pools_client {
@@ -64,6 +66,13 @@ struct pools_client {
 	uint32_t cap;
 	struct pools_entry **slot;
 };
+
+/* What pools_save writes changed: tell pools_set_on_change's fn. */
+static void pools_changed(const struct pools *p)
+{
+	if (p->on_change)
+		p->on_change(p->on_change_arg, p);
+}
 
 /* FNV-1a over the uuid. */
 static unsigned pools_hash(const unsigned char *uuid)
@@ -125,12 +134,14 @@ static void pools_entry_free(struct pools *p, struct pools_entry *e)
 		p->n_private--;
 	}
 	free(e);
+	pools_changed(p);
 }
 
 void pools_destroy(struct pools *p)
 {
 	if (!p)
 		return;
+	p->on_change = NULL; /* the node is stopping: nothing to keep */
 	while (p->all.next != &p->all)
 		pools_entry_free(p, p->all.next);
 	free(p);
@@ -295,6 +306,7 @@ static int pools_entry_new(struct pools_client *c, unsigned flags, const unsigne
 	p->all.prev->next = e;
 	p->all.prev = e;
 	*out = e;
+	pools_changed(p);
 	return 0;
 drop:
 	if (c->user)
@@ -461,6 +473,13 @@ void pools_count(const struct pools *p, uint64_t *private_pools, uint64_t *share
 }
 
 /* ---- detach and attach ------------------------------------------------------- */
+
+void pools_set_on_change(struct pools *p, void (*fn)(void *arg, const struct pools *p),
+			 void *arg)
+{
+	p->on_change = fn;
+	p->on_change_arg = arg;
+}
 
 void pools_set_grace(struct pools *p, uint32_t grace_ms)
 {

@@ -129,6 +129,15 @@ struct pools_reattach_stats {
 /* Keep a pool whose last holder goes for grace_ms (0, the default: release it at once). */
 void pools_set_grace(struct pools *p, uint32_t grace_ms);
 
+/*
+ * Call fn(arg, p) after each change of what pools_save writes (a pool made
+ * or gone), before the call that made it returns (so before its client hears
+ * of it): crash_dir keeps the directory's image current (node/restart/crash.h).
+ * NULL fn: none.
+ */
+void pools_set_on_change(struct pools *p, void (*fn)(void *arg, const struct pools *p),
+			 void *arg);
+
 /* Copy the token of c's pool id into token[POOLS_TOKEN_LEN]. @return 0 or -ENOENT. */
 int pools_token(const struct pools_client *c, int id, unsigned char *token);
 

@@ -501,4 +501,24 @@ void restart_foreach_stat(const struct restart_stats *st,
 	fn(arg, "restart_foreign_refused", st->foreign_refused,
 	   "pages held for peers that found no room after the restart (their owners' loss)");
 	fn(arg, "restart_flushes", st->flushes, "flushes owed to holders that the restart kept");
+	fn(arg, "crash_found", st->crash_found,
+	   "1: this start found the files of a process that died without stopping (crash_dir)");
+	fn(arg, "crash_refused", st->crash_refused,
+	   "1: those files could not be read: the node started cold");
+	fn(arg, "crash_pools", st->crash_pools, "pools taken back after the crash");
+	fn(arg, "crash_pages", st->crash_pages, "persistent pages taken back after the crash");
+	fn(arg, "crash_pools_incomplete", st->crash_pools_incomplete,
+	   "of those pools, ones that lost pages (zero or remote pages, cut operations): a page "
+	   "they lack answers -EIO");
+	fn(arg, "crash_pools_dropped", st->crash_pools_dropped,
+	   "pools of the crashed tier no client had yet (their creation was never answered)");
+	fn(arg, "crash_pages_refused", st->crash_pages_refused,
+	   "pages of the crashed tier not taken back (unknown object, broken, cut operation, no "
+	   "room)");
+	fn(arg, "crash_load_us", st->crash_load_us, "time to take the crash's files back");
+	fn(arg, "crash_dir_writes", st->crash_dir_writes,
+	   "images of the pool directory written to crash_dir");
+	fn(arg, "crash_dir_errors", st->crash_dir_errors,
+	   "images of the pool directory that could not be written (pools made since would be "
+	   "lost in a crash)");
 }

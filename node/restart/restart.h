@@ -61,6 +61,15 @@ struct restart_stats {
 	uint64_t foreign;	  /* pages held for peers, kept */
 	uint64_t foreign_refused; /* pages held for peers that found no room: their owners' loss */
 	uint64_t flushes;	  /* flushes owed to holders, kept */
+	/* a crash's files (crash_dir: node/restart/crash.h) */
+	uint64_t crash_found;		/* 1: this start found a crash's files */
+	uint64_t crash_refused;		/* 1: they could not be read: started cold */
+	uint64_t crash_pools, crash_pages;
+	uint64_t crash_pools_incomplete; /* pools that lost pages in the crash: a miss is -EIO */
+	uint64_t crash_pools_dropped;	 /* pools of the tier no client had (never answered) */
+	uint64_t crash_pages_refused;	 /* pages not taken back (see the log for why) */
+	uint64_t crash_load_us;
+	uint64_t crash_dir_writes, crash_dir_errors; /* the pool directory's images */
 	/* the image, mapped from the load until restart_load_remote, when it has a collective's records */
 	struct image_reader image;
 	size_t remote_off;

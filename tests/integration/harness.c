@@ -252,6 +252,44 @@ out:
 	return rc;
 }
 
+int harness_crash_restart(struct harness *h, const char *const *args)
+{
+	uint64_t deadline;
+	int status;
+	pid_t pid;
+
+	if (!h->pid)
+		return -ECHILD;
+	kill(h->pid, SIGKILL);
+	while (waitpid(h->pid, &status, 0) < 0 && errno == EINTR)
+		;
+	h->pid = 0;
+	unlink(h->sock); /* a crash leaves its socket file */
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0)
+		exec_daemon(h, args);
+	h->pid = pid;
+	deadline = harness_now_ms() + HARNESS_START_TIMEOUT_MS;
+	while (!socket_accepts(h->sock)) {
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			h->pid = 0;
+			h->exit_status = status;
+			dump_log(h, "daemon exited during its start after the crash");
+			return -ECHILD;
+		}
+		if (harness_now_ms() > deadline) {
+			dump_log(h, "daemon socket did not accept within 10 s after the crash");
+			return -ETIMEDOUT;
+		}
+		sleep_ms(10);
+	}
+	return 0;
+}
+
 int harness_kill(struct harness *h, int sig)
 {
 	int status = 0;

@@ -57,6 +57,13 @@ int harness_stop(struct harness *h);
  */
 int harness_kill(struct harness *h, int sig);
 
+/*
+ * SIGKILL the daemon (a crash: nothing of it runs again) and start it again
+ * with args in the same dir, on the same socket, so that clients reconnect to
+ * it. @return 0, -ECHILD (not running, or it died starting), -ETIMEDOUT.
+ */
+int harness_crash_restart(struct harness *h, const char *const *args);
+
 /* @return true while the daemon process runs (not exited, not a zombie). */
 bool harness_alive(struct harness *h);
 
