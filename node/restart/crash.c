@@ -411,7 +411,7 @@ int crash_keep_load(struct crash_keep *ck, struct zcache *z, struct pools *p, st
 		    struct restart_stats *st)
 {
 	static uint64_t in_dir[TMEM_MAX_POOLS / 64], incomplete[TMEM_MAX_POOLS / 64];
-	struct crashload_files f = {.algo = (enum compress_algo)ck->found.algo};
+	struct crashload_files f = {0};
 	struct crashload_stats cs = {0};
 	struct load_ctx *c = NULL;
 	struct image_reader r;
@@ -424,6 +424,7 @@ int crash_keep_load(struct crash_keep *ck, struct zcache *z, struct pools *p, st
 
 	if (!ck || !ck->found.magic[0])
 		return 0;
+	f.algo = (enum compress_algo)ck->found.algo;
 	st->crash_found = 1;
 	memset(in_dir, 0, sizeof(in_dir));
 	memset(incomplete, 0, sizeof(incomplete));
