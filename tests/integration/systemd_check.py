@@ -388,18 +388,30 @@ def fdstore(binp, d):
         nbd_io(conn, 1, 5000, page)
         p.send_signal(signal.SIGTERM)
         stored = {}  # FDNAME -> fd, as the manager's store holds them
-        end = time.monotonic() + 10
-        while p.poll() is None and time.monotonic() < end:
-            try:
-                m, fds, _, _ = socket.recv_fds(ns, 4096, 4)
-            except socket.timeout:
-                continue
+
+        def take(m, fds):
             names = [l[7:] for l in m.decode().split("\n") if l.startswith("FDNAME=")]
             if b"FDSTORE=1" in m and fds and len(names) == 1:
                 stored[names[0]] = fds[0]
             else:
                 for fd in fds:
                     os.close(fd)
+
+        end = time.monotonic() + 10
+        while p.poll() is None and time.monotonic() < end:
+            try:
+                take(*socket.recv_fds(ns, 4096, 4)[:2])
+            except socket.timeout:
+                continue
+        # what it sent just before it exited is still queued (on a loaded host
+        # the exit comes before this loop has read it)
+        ns.setblocking(False)
+        while True:
+            try:
+                take(*socket.recv_fds(ns, 4096, 4)[:2])
+            except (BlockingIOError, InterruptedError):
+                break
+        ns.settimeout(10)
         check(p.wait(timeout=10) == 0, "ramsterd exits 0 after handing its image over")
         image = stored.pop("ramster-image", None)
         check(image is not None, "FDSTORE=1 FDNAME=ramster-image arrives with a descriptor")
