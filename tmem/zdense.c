@@ -881,7 +881,8 @@ uint64_t zdense_layout_id(void)
 	ZD_MIX(ZB_USED | ZB_PERS << 8 | ZB_ZOMBIE << 16 | (uint64_t)ZS_DEAD << 24);
 	ZD_MIX(zd_nclasses);
 	for (i = 0; i <= zd_nclasses; i++)
-		ZD_MIX(zd_classes[i].slot | zd_classes[i].frames << 16 | zd_classes[i].slots << 24);
+		ZD_MIX((uint64_t)zd_classes[i].slot | (uint64_t)zd_classes[i].frames << 16 |
+		       (uint64_t)zd_classes[i].slots << 24);
 #undef ZD_MIX
 	return h;
 }
