@@ -192,15 +192,18 @@ static void zd_hdr_set(unsigned char *s, unsigned lenflags)
 }
 
 /*
- * The stores before it reach memory before the stores after it. In a shared
- * tier (zdense_create_shared) a process killed at any instruction leaves its
- * retired stores in the files, and zdense_scan() trusts a slot only by the
- * order they were made in: a block's fields before its ZB_USED, a slot's
- * bytes and back-reference before its length, a fresh slot's zeroed length
- * before the ninit that admits it. Free on x86 (TSO: only the compiler must
- * keep the order).
+ * The stores before it are made before the stores after it. In a shared tier
+ * (zdense_create_shared) zdense_scan() trusts a slot only by the order its
+ * stores were made in: a block's fields before its ZB_USED, a slot's bytes
+ * and back-reference before its length, a fresh slot's zeroed length before
+ * the ninit that admits it. The reader is a later process, after this one was
+ * killed: a signal stops a thread at an instruction boundary, every store
+ * before it done and none after (interrupts are precise, on any CPU), and
+ * what is done reaches the file's pages. So only the compiler may reorder,
+ * and a compiler barrier is all it takes (no instruction; other threads of
+ * this process see the slots under the lock, as ever).
  */
-#define ZD_ORDER() atomic_thread_fence(memory_order_release)
+#define ZD_ORDER() atomic_signal_fence(memory_order_seq_cst)
 
 /* ---- lists (caller holds the lock) ------------------------------------- */
 
