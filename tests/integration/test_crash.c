@@ -26,6 +26,7 @@
 
 #include <cmocka.h>
 
+#include "collective.h"
 #include "harness.h"
 
 #define PAGE	4096
@@ -302,6 +303,86 @@ static void test_crash_mid_put(void **state)
 	assert_int_equal(harness_stop(&h), 0);
 }
 
+/* ---- in a collective: pages on peers are the crash's loss, and say so ------------------ */
+
+#define COLL_PAGES 6000
+
+static void test_crash_in_collective(void **state)
+{
+	static unsigned char p[PAGE];
+	char dir[80];
+	struct coll *t;
+	struct coll_read got;
+	ramster *r, *ops;
+	uint64_t remote = 0;
+	unsigned i;
+	int pool;
+
+	(void)state;
+	if (!crash_dir[0])
+		skip();
+	snprintf(dir, sizeof(dir), "%s-coll", crash_dir);
+	t = coll_create("crash", "6d1f3a5c7e9b2d4f6a8c0e1b3d5f7a9c2e4b6d8f0a1c3e5b7d9f1a3c5e7b9d0f\n");
+	assert_non_null(t);
+	snprintf(t->cluster, sizeof(t->cluster), "crash");
+	snprintf(t->extra, sizeof(t->extra),
+		 "heartbeat_ms = 100\ndead_after_ms = %d\nrequest_timeout_ms = %d\n", 1000 * SLOW,
+		 5000 * SLOW);
+	coll_set_node(t, 0, "alpha", 4, 0);
+	coll_set_node(t, 1, "beta", 16, 64);
+	t->node[0].args[0] = "--crash-dir";
+	t->node[0].args[1] = dir;
+	assert_int_equal(coll_write_confs(t), 0);
+	assert_int_equal(coll_start(t, 1), 0);
+	assert_int_equal(coll_start(t, 0), 0);
+	assert_int_equal(coll_wait_up(t, 0, 1, 10000 * SLOW), 0);
+	r = harness_connect(&t->h[0]);
+	assert_non_null(r);
+	pool = ramster_pool_new(r, RAMSTER_PERSISTENT, NULL);
+	assert_true(pool >= 0);
+	for (i = 0; i < COLL_PAGES; i++) {
+		struct ramster_oid oid = harness_oid(27, i / PER_OBJ);
+		int rc, tries = 0;
+
+		coll_page_text(p, i, 1);
+		while ((rc = ramster_put(r, pool, &oid, i % PER_OBJ, p)) == -ENOSPC && ++tries < 1500)
+			usleep(20000);
+		assert_int_equal(rc, 0);
+	}
+	assert_int_equal(coll_wait_stat(t, 0, "tier_remote_pages", 500, UINT64_MAX, 10000 * SLOW),
+			 0);
+	assert_int_equal(coll_stat(t, 0, "tier_remote_pages", &remote), 0);
+	/* alpha dies; its pages on beta belong to an incarnation that is gone */
+	assert_int_equal(harness_crash_restart(&t->h[0], t->argv[0]), 0);
+	ops = wait_back(&t->h[0], 20000 * SLOW);
+	assert_non_null(ops);
+	assert_int_equal(stat_of(ops, "crash_found"), 1);
+	assert_int_equal(stat_of(ops, "crash_pools_incomplete"), 1);
+	assert_int_equal(coll_wait_up(t, 0, 1, 10000 * SLOW), 0);
+	coll_read_back(r, pool, 27, PER_OBJ, COLL_PAGES, coll_page_text, 1, &got);
+	fprintf(stderr,
+		"  %llu remote at the kill; after it: %llu pages back, %llu -EIO (lost with the "
+		"incarnation), %llu wrong, %llu other\n",
+		(unsigned long long)remote, (unsigned long long)got.ok, (unsigned long long)got.eio,
+		(unsigned long long)got.wrong, (unsigned long long)got.other);
+	/* never a wrong page, never "no such page" for a page that was put */
+	assert_int_equal(got.wrong, 0);
+	assert_int_equal(got.other, 0);
+	assert_true(got.eio > 0);
+	assert_int_equal(got.ok, stat_of(ops, "crash_pages"));
+	/* beta lets the old incarnation's pages go */
+	assert_int_equal(coll_wait_stat(t, 1, "foreign_pages", 0, 0, 10000 * SLOW), 0);
+	ramster_close(ops);
+	ramster_close(r);
+	assert_int_equal(coll_destroy(t), 0);
+	{
+		char cmd[128];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+		assert_int_equal(system(cmd), 0);
+	}
+}
+
 /* ---- a crash directory is the node's alone ---------------------------------------- */
 
 static void test_crash_dir_refused(void **state)
@@ -360,6 +441,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_crash_keeps_pages),
 	    cmocka_unit_test(test_crash_mid_put),
+	    cmocka_unit_test(test_crash_in_collective),
 	    cmocka_unit_test(test_crash_dir_refused),
 	};
 
