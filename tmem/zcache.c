@@ -681,16 +681,20 @@ int zcache_remotify_commit(struct zcache *z, struct zcache_out *o, unsigned i,
 			return ret;
 		pampd = PAMPD_REMOTE | id;
 	}
-	/* the frame's copy goes under the bucket lock, with the swap (a crash's
-	 * loader must never find it live once the object may be gone) */
+	/* a tier that outlives a crash releases the frame's copy under the bucket
+	 * lock, with the swap: its loader must never find the copy live once the
+	 * object may be gone (and its number reused); others after the lock */
 	ret = tmem_replace_then(z->tmem, p->ref, PAMPD_MAKE_ZBUD(p->handle), pampd, false,
-				release_then, &(struct release_arg){z, p->handle});
+				z->crash ? release_then : NULL,
+				&(struct release_arg){z, p->handle});
 	if (ret) {
 		if (id)
 			replica_remove(z->replicas, id);
 		CNT_INC(z->remotify_stale);
 		return -ENOENT;
 	}
+	if (!z->crash)
+		z->za_ops->release(z->za, p->handle);
 	if (p->pers || zcache_is_raw(z, p->len))
 		zcache_account(z, p->pers, p->len, -1);
 	CNT_INC(z->remote_pages);
