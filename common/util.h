@@ -15,6 +15,16 @@
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
+/* MurmurHash3's 64-bit finalizer: a well-mixed value of x (seeds, test data). */
+static inline uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	return x ^ (x >> 33);
+}
+
 static inline void put_le32(uint8_t *p, uint32_t v)
 {
 	p[0] = (uint8_t)v;

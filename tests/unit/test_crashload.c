@@ -27,6 +27,9 @@
 
 #include <cmocka.h>
 
+#include "common/util.h"
+#include "tests/unit/crash_log.h"
+
 #include "tmem/crashload.h"
 #include "tmem/crashtab.h"
 #include "tmem/snapshot.h"
@@ -46,11 +49,7 @@ static uint32_t pool_id[NPOOL];
 
 static uint64_t mix(uint64_t x)
 {
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	return x ^ (x >> 33);
+	return mix64(x);
 }
 
 /* Version v of ref r: text-like (compresses to a few hundred bytes), or zeros (v % 7 == 0 in Z). */
@@ -140,16 +139,7 @@ static void pools_make(struct tmem *t)
 
 /* ---- the child ------------------------------------------------------------ */
 
-struct oplog {
-	_Atomic uint64_t done;
-	int ready;
-	struct op {
-		uint32_t ref; /* + 1: 0 is an op not begun */
-		uint32_t v;   /* the version put; 0: flushed */
-	} op[];
-};
-
-static void child(struct files *f, struct oplog *log)
+static void child(struct files *f, struct crash_log *log)
 {
 	static unsigned char page[4096];
 	struct tmem_crashtab *ct;
@@ -161,7 +151,6 @@ static void child(struct files *f, struct oplog *log)
 		_exit(3);
 	t = zcache_tmem(z);
 	pools_make(t);
-	log->ready = 1;
 	for (;;) {
 		uint32_t r, pool, index, v;
 		struct tmem_oid oid;
@@ -175,18 +164,18 @@ static void child(struct files *f, struct oplog *log)
 		r = (uint32_t)(rng >> 24) % NREF;
 		ref_handle(r, &pool, &oid, &index);
 		if (rng % 8 == 0) {
-			log->op[n] = (struct op){r + 1, 0};
+			crash_log_begin(log, n, r, 0);
 			(void)tmem_flush_page(t, pool, &oid, index);
-			atomic_store_explicit(&log->done, ++n, memory_order_release);
+			crash_log_end(log, n++);
 			continue;
 		}
 		v = (uint32_t)n + 1;
-		log->op[n] = (struct op){r + 1, v};
+		crash_log_begin(log, n, r, v);
 		page_make(page, r, v);
 		rc = tmem_put(t, pool, &oid, index, page);
 		if (rc)
 			log->op[n].v = 0; /* refused: put-put-get left no page */
-		atomic_store_explicit(&log->done, ++n, memory_order_release);
+		crash_log_end(log, n++);
 	}
 }
 
@@ -238,21 +227,20 @@ static bool is_incomplete(const uint64_t *bits, uint32_t id)
 
 static void crash_round(unsigned round)
 {
-	size_t log_len = sizeof(struct oplog) + LOG_OPS * sizeof(struct op);
-	struct oplog *log = mmap(NULL, log_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-				 -1, 0);
+	size_t log_len;
+	struct crash_log *log = crash_log_new(LOG_OPS, &log_len);
 	static unsigned char want[4096], got[4096];
 	static uint32_t ver[NREF];
 	static uint64_t incomplete[TMEM_MAX_POOLS / 64];
-	uint64_t done, k, target = 5000 + mix(round) % 60000;
-	uint32_t in_ref = UINT32_MAX, in_v = 0, in_old = 0, r;
+	uint64_t done, target = 5000 + mix(round) % 60000;
+	uint32_t in_ref, in_v, in_old, r;
 	struct crashload_stats st;
 	struct files f;
 	struct zcache *z;
 	pid_t pid;
 	int status;
 
-	assert_true(log != MAP_FAILED);
+	assert_non_null(log);
 	files_make(&f);
 	pid = fork();
 	assert_true(pid >= 0);
@@ -267,15 +255,7 @@ static void crash_round(unsigned round)
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	/* the child made its pools first, in this order, in an empty tmem: the same ids here */
 	pool_id[0] = 0, pool_id[1] = 1, pool_id[2] = 2;
-	done = atomic_load_explicit(&log->done, memory_order_acquire);
-	memset(ver, 0, sizeof(ver));
-	for (k = 0; k < done; k++)
-		ver[log->op[k].ref - 1] = log->op[k].v;
-	if (log->op[done].ref) {
-		in_ref = log->op[done].ref - 1;
-		in_v = log->op[done].v;
-		in_old = ver[in_ref];
-	}
+	done = crash_log_replay(log, ver, NREF, &in_ref, &in_v, &in_old);
 	z = reload(&f, &st, incomplete);
 	assert_int_equal(st.no_object + st.no_pool + st.bad_bytes + st.bad_blocks + st.bad_slots, 0);
 	assert_int_equal(st.pools, NPOOL);

@@ -24,6 +24,9 @@
 
 #include <cmocka.h>
 
+#include "common/util.h"
+#include "tests/unit/crash_log.h"
+
 #include "tmem/zdense.h"
 
 #define NOBJ	 64
@@ -37,11 +40,7 @@
 
 static uint64_t mix(uint64_t x)
 {
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	return x ^ (x >> 33);
+	return mix64(x);
 }
 
 /* The length of version v of page (o, i): a slot of any class, or a raw page. */
@@ -282,18 +281,9 @@ static void test_scan_hostile(void **state)
 
 /* ---- a child killed at a random instruction ------------------------------ */
 
-/* The child's log, in memory shared with the parent: op k is written before it starts. */
-struct oplog {
-	_Atomic uint64_t done; /* ops finished */
-	struct op {
-		uint32_t ref; /* + 1: 0 is an op not begun */
-		uint32_t v;   /* the version stored, 0: released */
-	} op[];
-};
-
 #define LOG_OPS (1u << 22)
 
-static void child(int mem_fd, int blk_fd, struct oplog *log)
+static void child(int mem_fd, int blk_fd, struct crash_log *log)
 {
 	static unsigned char buf[ZDENSE_HUGE_LEN];
 	static uint64_t h[NREF];
@@ -318,10 +308,10 @@ static void child(int mem_fd, int blk_fd, struct oplog *log)
 			/* remotify: every other page moves away (released), then done */
 			for (k = 0; k < vic.n; k += 2) {
 				r = vic.ref[k].objno * NIDX + vic.ref[k].index;
-				log->op[n] = (struct op){r + 1, 0};
+				crash_log_begin(log, n, r, 0);
 				zdense_release(zd, vic.handle[k]);
 				ver[r] = 0;
-				atomic_store_explicit(&log->done, ++n, memory_order_release);
+				crash_log_end(log, n++);
 			}
 			zdense_zombie_done(zd, vic.frame);
 			continue;
@@ -330,14 +320,14 @@ static void child(int mem_fd, int blk_fd, struct oplog *log)
 		o = r / NIDX;
 		i = r % NIDX;
 		if (ver[r] && rng % 4 == 0) {
-			log->op[n] = (struct op){r + 1, 0};
+			crash_log_begin(log, n, r, 0);
 			zdense_release(zd, h[r]);
 			ver[r] = 0;
-			atomic_store_explicit(&log->done, ++n, memory_order_release);
+			crash_log_end(log, n++);
 			continue;
 		}
 		/* a put: the new page stored, then the old released (as tmem_put) */
-		log->op[n] = (struct op){r + 1, (uint32_t)n + 1};
+		crash_log_begin(log, n, r, (uint32_t)n + 1);
 		len = page_len(o, i, (uint32_t)n + 1);
 		page_fill(buf, o, i, (uint32_t)n + 1, len);
 		if (zdense_store(zd, true, buf, len, (struct zbud_ref){o, i}, &nh))
@@ -346,24 +336,23 @@ static void child(int mem_fd, int blk_fd, struct oplog *log)
 			zdense_release(zd, h[r]);
 		h[r] = nh;
 		ver[r] = (uint32_t)n + 1;
-		atomic_store_explicit(&log->done, ++n, memory_order_release);
+		crash_log_end(log, n++);
 	}
 }
 
 static void crash_round(unsigned round)
 {
-	size_t log_len = sizeof(struct oplog) + LOG_OPS * sizeof(struct op);
-	struct oplog *log = mmap(NULL, log_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-				 -1, 0);
+	size_t log_len;
+	struct crash_log *log = crash_log_new(LOG_OPS, &log_len);
 	int mem_fd = memfd("zd-mem"), blk_fd = memfd("zd-blk"), status;
 	static uint32_t ver[NREF];
 	static struct found F;
 	struct zdense_scan_stats st;
 	uint64_t done, want = 20000 + mix(round) % 200000, k;
-	uint32_t in_ref = UINT32_MAX, in_v = 0, in_old = 0;
+	uint32_t in_ref, in_v, in_old;
 	pid_t pid;
 
-	assert_true(log != MAP_FAILED);
+	assert_non_null(log);
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
@@ -379,16 +368,7 @@ static void crash_round(unsigned round)
 	kill(pid, SIGKILL);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFSIGNALED(status));
-	done = atomic_load_explicit(&log->done, memory_order_acquire);
-	memset(ver, 0, sizeof(ver));
-	for (k = 0; k < done; k++)
-		ver[log->op[k].ref - 1] = log->op[k].v;
-	if (log->op[done].ref) {
-		/* written before it began: the op that may have been in flight */
-		in_ref = log->op[done].ref - 1;
-		in_v = log->op[done].v;
-		in_old = ver[in_ref];
-	}
+	done = crash_log_replay(log, ver, NREF, &in_ref, &in_v, &in_old);
 	scan_files(mem_fd, blk_fd, &F, &st);
 	assert_int_equal(F.bad, 0);
 	assert_int_equal(F.out_of_range, 0);
