@@ -131,6 +131,24 @@ static void unlink_old(struct crash_keep *ck)
 	}
 }
 
+/* @return the bytes the directory's files (and *.old ones) take on the tmpfs. */
+static uint64_t files_bytes(struct crash_keep *ck)
+{
+	uint64_t n = 0;
+	char name[32];
+	struct stat sb;
+	size_t i;
+	int old;
+
+	for (i = 0; i < N_TIER_FILES; i++)
+		for (old = 0; old < 2; old++) {
+			snprintf(name, sizeof(name), "%s%s", tier_files[i], old ? ".old" : "");
+			if (!fstatat(ck->dir_fd, name, &sb, AT_SYMLINK_NOFOLLOW))
+				n += (uint64_t)sb.st_blocks * 512u;
+		}
+	return n;
+}
+
 /* A crash's files become *.old, unless a load of older ones was cut short (they are the whole). */
 static int keep_crashed(struct crash_keep *ck)
 {
@@ -204,7 +222,8 @@ struct crash_keep *crash_keep_open(const char *dir, uint64_t local_mb, enum comp
 				 dir);
 			goto fail;
 		}
-		avail = (uint64_t)fs.f_bavail * (uint64_t)fs.f_bsize >> 20;
+		/* what our own files hold now is ours to reuse (a crash's, at a restart) */
+		avail = ((uint64_t)fs.f_bavail * (uint64_t)fs.f_bsize + files_bytes(ck)) >> 20;
 		if (avail < local_mb + 64) {
 			snprintf(err, errlen,
 				 "crash_dir %s: its tmpfs has %llu MiB free, and the tier may take "
