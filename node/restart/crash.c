@@ -383,6 +383,8 @@ static int pools_image(struct crash_keep *ck, struct image_reader *r)
 struct load_ctx {
 	struct snapshot_loader l;
 	const uint64_t *in_dir; /* pool ids the directory named */
+	uint64_t *incomplete;	/* pools that lost pages: one that finds no room here too */
+	uint32_t pool;		/* the current pool */
 	bool skip;		/* the current pool is not the directory's: its pages go */
 	uint64_t pools_dropped, pages_dropped;
 	uint8_t rec[64 + 4096];
@@ -394,10 +396,12 @@ static int load_emit(void *arg, uint16_t tag, const void *h, size_t hl, const vo
 
 	if (hl + bl > sizeof(c->rec))
 		return -EBADMSG;
-	if (tag == SNAPSHOT_TAG_POOL) {
-		uint32_t id = get_le32(h);
+	uint64_t refused = c->l.st.pages_refused;
+	int rc;
 
-		c->skip = id >= TMEM_MAX_POOLS || !(c->in_dir[id / 64] >> (id % 64) & 1);
+	if (tag == SNAPSHOT_TAG_POOL) {
+		c->pool = get_le32(h);
+		c->skip = c->pool >= TMEM_MAX_POOLS || !(c->in_dir[c->pool / 64] >> (c->pool % 64) & 1);
 		c->pools_dropped += c->skip;
 	}
 	if (c->skip && tag != SNAPSHOT_TAG_TIER) {
@@ -407,7 +411,10 @@ static int load_emit(void *arg, uint16_t tag, const void *h, size_t hl, const vo
 	memcpy(c->rec, h, hl);
 	if (bl)
 		memcpy(c->rec + hl, b, bl);
-	return snapshot_load_record(&c->l, tag, c->rec, hl + bl);
+	rc = snapshot_load_record(&c->l, tag, c->rec, hl + bl);
+	if (c->l.st.pages_refused != refused) /* no room (a smaller local_mb): lost, so says the pool */
+		c->incomplete[c->pool / 64] |= 1ull << (c->pool % 64);
+	return rc;
 }
 
 /* Map name (read-only) whole. @return the map or NULL; *len set. */
@@ -477,6 +484,7 @@ int crash_keep_load(struct crash_keep *ck, struct zcache *z, struct pools *p, st
 	if (f.mem && f.blk && f.tab && c && f.mem_len == want_mem && f.blk_len == want_blk) {
 		snapshot_loader_init(&c->l, z);
 		c->in_dir = in_dir;
+		c->incomplete = incomplete;
 		rc = crashload_emit(&f, load_emit, c, incomplete, &cs);
 	} else if (!c) {
 		rc = -ENOMEM;

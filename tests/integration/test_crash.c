@@ -184,6 +184,37 @@ static void test_crash_keeps_pages(void **state)
 		page_of(i, 0, want);
 		assert_memory_equal(p, want, PAGE);
 	}
+	/* a third crash, and the node comes back with a tier too small for its pages:
+	 * those that find no room are lost, and their pools say so (-EIO, never wrong) */
+	{
+		const char *small[] = {"--local-mb", "48", "--crash-dir", crash_dir, NULL};
+		unsigned ok = 0;
+
+		assert_int_equal(harness_crash_restart(&h, small), 0);
+		ramster_close(ops);
+		ops = wait_back(&h, 20000 * SLOW);
+		assert_non_null(ops);
+		assert_true(stat_of(ops, "crash_pages_refused") > 0);
+		assert_true(stat_of(ops, "crash_pools_incomplete") >= 1);
+		bad = eio = 0;
+		for (i = 0; i < PAGES; i++) {
+			struct ramster_oid oid = harness_oid(25, i / PER_OBJ);
+			int rc = ramster_get(r, pool_of(i, priv, shared), &oid, i % PER_OBJ, p);
+
+			page_of(i, 0, want);
+			if (rc == 0 && !memcmp(p, want, PAGE) && i % 13)
+				ok++;
+			else if (rc == -EIO)
+				eio++;
+			else if (!(i % 13 == 0 && (rc == -ENOENT || rc == -EIO)))
+				bad++;
+		}
+		fprintf(stderr, "  in a 48 MiB tier: %u pages back, %u -EIO, %u wrong\n", ok, eio,
+			bad);
+		assert_int_equal(bad, 0);
+		assert_int_equal(ok, stat_of(ops, "crash_pages"));
+		assert_true(eio > 0);
+	}
 	ramster_close(ops);
 	ramster_close(r);
 	/* a clean stop leaves nothing to load */
