@@ -361,10 +361,6 @@ static int main_restart_now(void *arg, char *why, size_t len)
 	return 0;
 }
 
-/*
- * After the loop: write the image and re-execute, or hand it to systemd.
- * Returns only when the restart could not be made (then the node stops as usual).
- */
 /* The tier and directory again, empty, after a refused image: @return 0, or -1 (logged). */
 static int main_tier_again(struct main_node *n, struct zcache_config *zc, const struct config *cfg)
 {
@@ -389,6 +385,10 @@ static int main_tier_again(struct main_node *n, struct zcache_config *zc, const 
 	return 0;
 }
 
+/*
+ * After the loop: write the image and re-execute, or hand it to systemd.
+ * Returns only when the restart could not be made (then the node stops as usual).
+ */
 static void main_restart(struct main_node *n, char **argv)
 {
 	struct restart_conns conns = { .n = 0 };
