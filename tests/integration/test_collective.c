@@ -634,11 +634,21 @@ static void test_full_tier_batch_waits_once(void **state)
 		harness_page_text(pages[k], 8 * 1000003 + k);
 	}
 	t0 = harness_now_ms();
-	assert_int_equal(ramster_putv(r, pool, v, 64), 0);
-	fprintf(stderr, "a 64-page batch into a full tier answered in %llu ms\n",
-		(unsigned long long)(harness_now_ms() - t0));
-	for (k = 0; k < 64; k++)
-		assert_int_equal(v[k].result, -ENOSPC);
+	rc = ramster_putv(r, pool, v, 64);
+	fprintf(stderr, "a 64-page batch into a full tier answered in %llu ms, %d stored\n",
+		(unsigned long long)(harness_now_ms() - t0), rc);
+	/*
+	 * Text pages differ in compressed size: a small one may still fit a gap
+	 * the fill left in a frame (seen once, 2 of 64, under TSan). Such a page
+	 * is stored without waiting; every other page is refused, and the batch
+	 * still waits once.
+	 */
+	assert_true(rc >= 0 && rc < 8);
+	for (k = 0, i = 0; k < 64; k++) {
+		assert_true(v[k].result == 0 || v[k].result == -ENOSPC);
+		i += v[k].result == 0;
+	}
+	assert_int_equal(i, (uint64_t)rc);
 	assert_int_equal(stat_of(c, 0, "store_room_waits"), waits + 1);
 	assert_int_equal(stat_of(c, 0, "store_room_refused"), refused + 1);
 	assert_int_equal(stat_of(c, 0, "node_put_room_refused") > 0, 1);
