@@ -5,7 +5,9 @@
  * (gf_gen_cauchy1_matrix), so that every K x K submatrix is invertible and
  * any K fragments give the data back. Decoding inverts the K x K submatrix
  * of the rows had and multiplies (ec_encode_data with tables made for that
- * inverse); when the K had are the data fragments, it only copies.
+ * inverse); when the K had are the data fragments, it only copies. The
+ * stripes' calls (erasure_encode_parity, erasure_rebuild_frag) share the
+ * tables and the decode helpers, per fragment of up to ERASURE_STRIPE_FRAG_MAX.
  */
 
 #include <errno.h>
@@ -84,17 +86,17 @@ static uint32_t had_mask(const struct erasure *e, const uint8_t *idx)
 }
 
 /*
- * What decode and rebuild both start with: the length checked, the K
- * fragments had (idx) as ISA-L's sources, and the rows of the inverse of
+ * What decode and rebuild both start with: the length checked (1..max), the
+ * K fragments had (idx) as ISA-L's sources, and the rows of the inverse of
  * their encoding rows, into inv (k x k): inv x had = data. @return 0, -EINVAL.
  */
 static int decode_begin(const struct erasure *e, const uint8_t *idx, const uint8_t *const *frag,
-			size_t len, unsigned char *inv, unsigned char **src)
+			size_t len, size_t max, unsigned char *inv, unsigned char **src)
 {
 	unsigned char sub[ERASURE_MAX * ERASURE_MAX];
 	unsigned i;
 
-	if (!len || len > ERASURE_DATA_MAX || !had_mask(e, idx))
+	if (!len || len > max || !had_mask(e, idx))
 		return -EINVAL;
 	for (i = 0; i < e->k; i++) {
 		memcpy(&sub[i * e->k], &e->matrix[idx[i] * e->k], e->k);
@@ -135,7 +137,7 @@ int erasure_decode(const struct erasure *e, const uint8_t *idx, const uint8_t *c
 		decode_data(e, idx, frag, len, out);
 		return 0;
 	}
-	rc = decode_begin(e, idx, frag, len, inv, src);
+	rc = decode_begin(e, idx, frag, len, ERASURE_DATA_MAX, inv, src);
 	if (rc)
 		return rc;
 	for (i = 0; i < e->k; i++)
@@ -172,10 +174,14 @@ int erasure_decode(const struct erasure *e, const uint8_t *idx, const uint8_t *c
 	return 0;
 }
 
-int erasure_rebuild(const struct erasure *e, const uint8_t *idx, const uint8_t *const *frag,
-		    size_t len, unsigned want, uint8_t *out)
+/*
+ * Fragment want (< K + M) of flen bytes from the K fragments had (idx, frag);
+ * len is what decode_begin checks against max: the bytes coded (erasure_rebuild)
+ * or the fragment's (erasure_rebuild_frag). @return 0, -EINVAL.
+ */
+static int rebuild(const struct erasure *e, const uint8_t *idx, const uint8_t *const *frag,
+		   size_t len, size_t max, size_t flen, unsigned want, uint8_t *out)
 {
-	size_t flen = erasure_frag_len(e->k, len);
 	unsigned char inv[ERASURE_MAX * ERASURE_MAX], row[ERASURE_MAX];
 	unsigned char tables[32 * ERASURE_MAX];
 	unsigned char *src[ERASURE_MAX], *dst[1] = { out };
@@ -184,7 +190,7 @@ int erasure_rebuild(const struct erasure *e, const uint8_t *idx, const uint8_t *
 
 	if (want >= e->k + e->m)
 		return -EINVAL;
-	rc = decode_begin(e, idx, frag, len, inv, src);
+	rc = decode_begin(e, idx, frag, len, max, inv, src);
 	if (rc)
 		return rc;
 	for (i = 0; i < e->k; i++) {
@@ -204,4 +210,30 @@ int erasure_rebuild(const struct erasure *e, const uint8_t *idx, const uint8_t *
 	ec_init_tables((int)e->k, 1, row, tables);
 	ec_encode_data((int)flen, (int)e->k, 1, tables, src, dst);
 	return 0;
+}
+
+int erasure_rebuild(const struct erasure *e, const uint8_t *idx, const uint8_t *const *frag,
+		    size_t len, unsigned want, uint8_t *out)
+{
+	return rebuild(e, idx, frag, len, ERASURE_DATA_MAX, erasure_frag_len(e->k, len), want, out);
+}
+
+void erasure_encode_parity(const struct erasure *e, const uint8_t *const *data, size_t flen,
+			   uint8_t *const *parity)
+{
+	unsigned char *src[ERASURE_MAX], *par[ERASURE_MAX];
+	unsigned i;
+
+	/* ISA-L's sources are not const, but only read */
+	for (i = 0; i < e->k; i++)
+		src[i] = (unsigned char *)data[i];
+	for (i = 0; i < e->m; i++)
+		par[i] = parity[i];
+	ec_encode_data((int)flen, (int)e->k, (int)e->m, (unsigned char *)e->tables, src, par);
+}
+
+int erasure_rebuild_frag(const struct erasure *e, const uint8_t *idx, const uint8_t *const *frag,
+			 size_t flen, unsigned want, uint8_t *out)
+{
+	return rebuild(e, idx, frag, flen, ERASURE_STRIPE_FRAG_MAX, flen, want, out);
 }

@@ -7,6 +7,10 @@
  * data fragments are the bytes cut in K (the last padded with zeros), so a
  * read of the K data fragments costs no arithmetic at all; the parity ones
  * are computed. Thread-safe: a codec is read-only after erasure_create.
+ *
+ * A stripe (stripe.h) codes across pages instead: its K data fragments are K
+ * whole sealed pages padded to one length; erasure_encode_parity and
+ * erasure_rebuild_frag work on such fragments, one length each, not on bytes cut.
  */
 #ifndef RAMSTER_NODE_ERASURE_H
 #define RAMSTER_NODE_ERASURE_H
@@ -17,6 +21,7 @@
 #define ERASURE_MAX 8          /* K + M at most (a replica set's slots: tmem/replica.h) */
 #define ERASURE_DATA_MAX 4160  /* bytes coded at most (a sealed page: seal.h) */
 #define ERASURE_FRAG_MAX (ERASURE_DATA_MAX / 2) /* K >= 2 */
+#define ERASURE_STRIPE_FRAG_MAX 4160 /* a stripe's fragment at most: one whole sealed page */
 
 struct erasure;
 
@@ -53,5 +58,23 @@ int erasure_decode(const struct erasure *e, const uint8_t *idx, const uint8_t *c
  */
 int erasure_rebuild(const struct erasure *e, const uint8_t *idx, const uint8_t *const *frag,
 		    size_t len, unsigned want, uint8_t *out);
+
+/*
+ * The M parity fragments of K data fragments of flen (1..ERASURE_STRIPE_FRAG_MAX)
+ * bytes each, already padded by the caller: data[i], i < K, in; parity[i],
+ * i < M, out (flen bytes each).
+ */
+void erasure_encode_parity(const struct erasure *e, const uint8_t *const *data, size_t flen,
+			   uint8_t *const *parity);
+
+/*
+ * Fragment number want (< K + M) from K fragments of flen bytes each, as
+ * erasure_decode takes them (frag[i] is fragment idx[i]: distinct, < K + M),
+ * into out (flen bytes): erasure_rebuild of K * flen bytes without the bound
+ * of ERASURE_DATA_MAX. @return 0, or -EINVAL (a bad or repeated index, flen 0
+ * or above ERASURE_STRIPE_FRAG_MAX, want out of range).
+ */
+int erasure_rebuild_frag(const struct erasure *e, const uint8_t *idx, const uint8_t *const *frag,
+			 size_t flen, unsigned want, uint8_t *out);
 
 #endif /* RAMSTER_NODE_ERASURE_H */
