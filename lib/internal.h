@@ -12,7 +12,11 @@
 
 #include "ramster.h"
 
-/* A new connection to the node r is connected to. @return it, or NULL with errno. */
+/*
+ * A new connection to the node r is connected to, redialling as r does
+ * (ramster_set_reconnect_ms on r before it holds for the new one too).
+ * @return it, or NULL with errno.
+ */
 ramster *lib_ramster_reopen(const ramster *r);
 
 /*

@@ -423,10 +423,14 @@ free_r:
 	return NULL;
 }
 
-/* A second connection to r's node (lib/internal.h). */
+/* A second connection to r's node, with r's reconnect budget (lib/internal.h). */
 ramster *lib_ramster_reopen(const ramster *r)
 {
-	return ramster_open(r->path);
+	ramster *c = ramster_open(r->path);
+
+	if (c)
+		c->reconnect_ms = r->reconnect_ms;
+	return c;
 }
 
 void ramster_close(ramster *r)

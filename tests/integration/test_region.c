@@ -135,6 +135,8 @@ static int setup(void **state)
 	if (!f || harness_start(&f->h, args) < 0)
 		return -1;
 	f->r = harness_connect(&f->h);
+	if (f->r) /* test_lost_page_sigbus: the node comes back on another socket */
+		ramster_set_reconnect_ms(f->r, 1000);
 	f->ver = calloc(NPAGES, 1);
 	if (!f->r || !f->ver)
 		return -1;
@@ -443,7 +445,7 @@ static void on_sigbus(int sig)
 static void test_lost_page_sigbus(void **state)
 {
 	struct fix *f = *state;
-	uint64_t i, n = (64ull << 20) / PAGE;
+	uint64_t i, n = (64ull << 20) / PAGE, t0;
 	int status;
 	pid_t pid;
 
@@ -451,9 +453,14 @@ static void test_lost_page_sigbus(void **state)
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		/* no compressed cache: its copy of page 0 would be handed back, rightly */
+		/* no compressed cache: its copy of page 0 would be handed back, rightly;
+		 * no redialling either (the region's connection takes it from r):
+		 * no node will come back */
 		ramster *r =
 		    setenv("RAMSTER_FAR_ZCACHE_MB", "0", 1) ? NULL : harness_connect(&f->h);
+
+		if (r)
+			ramster_set_reconnect_ms(r, 0);
 		uint8_t *m = r ? ramster_region_map(r, n * PAGE, RESIDENT, 0) : NULL;
 		volatile uint64_t sink;
 
@@ -470,10 +477,18 @@ static void test_lost_page_sigbus(void **state)
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 42);
-	/* the daemon is gone: restart it for teardown's clean stop */
+	/*
+	 * The daemon is gone: restart it for teardown's clean stop. It comes
+	 * back on another socket: the fixture's connection and its region's
+	 * (mapped with setup's 1 s reconnect budget) give up redialling the old
+	 * one after a second (with the default, 30 s each: a minute of this case).
+	 */
+	t0 = harness_now_ms();
 	(void)harness_kill(&f->h, SIGKILL);
 	assert_int_equal(harness_start(&f->h, NULL), 0);
 	assert_int_equal(ramster_region_unmap(f->r, f->m), 0);
+	/* the region's connection took f->r's budget, not the 30 s default */
+	assert_true(harness_now_ms() - t0 < 20000);
 	f->m = NULL;
 	ramster_close(f->r);
 	f->r = harness_connect(&f->h);
