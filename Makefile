@@ -260,12 +260,17 @@ fuzz:
 fuzz-bins: $(FUZZ_BIN)
 build-fuzz/fuzz_%: $(call obj,tests/fuzz/fuzz_%.c) $(BUILD)/lib/libwire.a $(BUILD)/lib/libnode.a $(BUILD)/lib/libtier.a
 	$(CC) $(FINAL_LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(BUILD)/lib/libwire.a $(NODE_LIBS) $(TIER_LIBS) $(WIRE_LIBS)
-fuzz-run: fuzz
-	@for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p build-fuzz/corpus/$$n; \
-	  echo "fuzz: $$n for $(FUZZ_TIME)s"; \
-	  $$f -max_total_time=$(FUZZ_TIME) -print_final_stats=1 build-fuzz/corpus/$$n tests/fuzz/seeds/$$n \
-	    2>build-fuzz/$$n.log || { tail -50 build-fuzz/$$n.log; exit 1; }; \
-	  grep -E 'stat::number_of_executed_units|Done' build-fuzz/$$n.log | tail -2; done
+# one target a fuzzer, so that `make -j2 fuzz-run` runs two at once (each is
+# one process on one core); the output of each comes in one piece at its end
+FUZZ_RUNS := $(patsubst build-fuzz/%,fuzz-run-%,$(FUZZ_BIN))
+.PHONY: $(FUZZ_RUNS)
+fuzz-run: $(FUZZ_RUNS)
+$(FUZZ_RUNS): fuzz-run-%: fuzz
+	@mkdir -p build-fuzz/corpus/$*
+	@build-fuzz/$* -max_total_time=$(FUZZ_TIME) -print_final_stats=1 build-fuzz/corpus/$* \
+	  tests/fuzz/seeds/$* 2>build-fuzz/$*.log || { tail -50 build-fuzz/$*.log; exit 1; }
+	@echo "fuzz: $* for $(FUZZ_TIME)s:" \
+	  $$(grep -E 'stat::number_of_executed_units|Done' build-fuzz/$*.log | tail -2)
 
 # ---- benchmarks ---------------------------------------------------------------
 bench: all $(BUILD)/tools/far-workload $(BUILD)/tools/uffd-floor
