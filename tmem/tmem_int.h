@@ -99,4 +99,41 @@ struct tmem {
 struct tmem_pool *tmem_pool_ref(struct tmem *t, uint32_t id);
 void tmem_pool_unref(struct tmem_pool *p);
 
+/* ---- hashing (tmem.c and tmem_walk.c) ------------------------------------------------------------- */
+
+static inline uint64_t oid_hash(const struct tmem_oid *oid)
+{
+	uint64_t h = oid->w[0] * 0x9e3779b97f4a7c15ull;
+
+	h ^= (oid->w[1] + 0x632be59bd9b4e019ull) * 0xbf58476d1ce4e5b9ull;
+	h ^= (oid->w[2] + 0x94d049bb133111ebull) * 0xc2b2ae3d27d4eb4full;
+	h ^= h >> 31;
+	h *= 0xd6e8feb86659fd93ull;
+	h ^= h >> 32;
+	return h;
+}
+
+static inline bool oid_eq(const struct tmem_oid *a, const struct tmem_oid *b)
+{
+	return a->w[0] == b->w[0] && a->w[1] == b->w[1] && a->w[2] == b->w[2];
+}
+
+static inline struct tmem_bucket *pool_bucket(struct tmem_pool *p, const struct tmem_oid *oid)
+{
+	return &p->bucket[oid_hash(oid) % TMEM_BUCKETS];
+}
+
+/* Caller holds b->lock. */
+static inline struct tmem_obj *obj_find(struct tmem_bucket *b, const struct tmem_oid *oid)
+{
+	struct tmem_obj *o;
+
+	if (!b->tab)
+		return NULL;
+	for (o = b->tab[oid_hash(oid) & b->mask]; o; o = o->next)
+		if (oid_eq(&o->oid, oid))
+			return o;
+	return NULL;
+}
+
 #endif /* RAMSTER_TMEM_INT_H */
