@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "tools/figures.h"
 #include "tools/drill/drill.h"
 
@@ -23,15 +24,6 @@ struct client cl;
 static const char *const set_names[] = {"persistent-a", "persistent-b", "ephemeral", "scratch"};
 
 /* ---- page contents: text-like, seeded by the handle ---------------------------- */
-
-static uint64_t mix(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	return x ^ (x >> 33);
-}
 
 static const char *const words[] = {
     "the",	  "page",      "node",	     "peer",	  "remote",	"local",  "tier",
@@ -48,7 +40,7 @@ static const char *const words[] = {
 
 static void page_fill(unsigned char *pg, unsigned set, uint64_t i)
 {
-	uint64_t s = mix((uint64_t)set << 56 ^ i ^ 0x6472696c6cull) | 1;
+	uint64_t s = mix64((uint64_t)set << 56 ^ i ^ 0x6472696c6cull) | 1;
 	size_t pos, len;
 	const char *w;
 
