@@ -814,6 +814,7 @@ static int env_int(const char *name, int def, int lo, int hi)
 static int run_cases(const struct CMUnitTest *all, size_t n, const char *want)
 {
 	struct CMUnitTest sel[32];
+	bool picked[32] = {false};
 	char list[512], *save = NULL, *name;
 	size_t i, k = 0;
 
@@ -831,18 +832,11 @@ static int run_cases(const struct CMUnitTest *all, size_t n, const char *want)
 			fprintf(stderr, "RAMSTER_TEST_CASES: no case %s\n", name);
 			return 2;
 		}
+		picked[i] = true;
 	}
-	for (i = 0; i < n; i++) {
-		size_t len = strlen(all[i].name);
-		const char *p = strstr(want, all[i].name);
-
-		/* a whole name of the list, not a prefix of another */
-		while (p && ((p != want && p[-1] != ',' && p[-1] != ' ') ||
-			     (p[len] && p[len] != ',' && p[len] != ' ')))
-			p = strstr(p + 1, all[i].name);
-		if (p)
+	for (i = 0; i < n; i++)
+		if (picked[i])
 			sel[k++] = all[i];
-	}
 	return _cmocka_run_group_tests("collective", sel, k, NULL, NULL);
 }
 

@@ -458,11 +458,11 @@ static void test_lost_page_sigbus(void **state)
 		 * no node will come back */
 		ramster *r =
 		    setenv("RAMSTER_FAR_ZCACHE_MB", "0", 1) ? NULL : harness_connect(&f->h);
-
-		if (r)
-			ramster_set_reconnect_ms(r, 0);
-		uint8_t *m = r ? ramster_region_map(r, n * PAGE, RESIDENT, 0) : NULL;
+		uint8_t *m = NULL;
 		volatile uint64_t sink;
+
+		if (r && !ramster_set_reconnect_ms(r, 0))
+			m = ramster_region_map(r, n * PAGE, RESIDENT, 0);
 
 		if (!m)
 			_exit(3);
