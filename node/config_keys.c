@@ -100,6 +100,11 @@ static const struct config_choice link_security_choices[] = {
     {.name = "integrity", .value = true},
     {.name = NULL},
 };
+static const struct config_choice ec_layout_choices[] = {
+    {.name = "pages", .value = false},
+    {.name = "stripes", .value = true},
+    {.name = NULL},
+};
 static const struct config_choice allocator_choices[] = {
     {.name = "dense", .value = ZALLOC_DENSE},
     {.name = "zbud", .value = ZALLOC_ZBUD},
@@ -171,6 +176,12 @@ const struct config_key config_keys[] = {
 	     "answer used (a slow holder does not set the latency; costs the extra requests). "
 	     "At most M is useful.",
      .reload = CONFIG_RELOAD_APPLY},
+    {.name = "ec_layout", CLUSTER(ec_stripes), .type = CONFIG_ENUM, .choices = ec_layout_choices,
+     .def = "pages",
+     .help = "With `redundancy = ec K+M`: `pages` cuts each page into K fragments (a read asks "
+	     "K holders); `stripes` codes across K whole pages (a healthy read asks one holder, "
+	     "a flushed page's bytes stay until its stripe empties). docs/erasure.md.",
+     .reload = CONFIG_RELOAD_RESTART},
     {.name = "link_security", CLUSTER(link_integrity_only), .type = CONFIG_ENUM,
      .choices = link_security_choices, .def = "secure",
      .help = "`secure`: peer links and pages encrypted and authenticated; `integrity`: "

@@ -35,6 +35,11 @@ struct replica_set {
 	 * slot i holds fragment i, the first ec_k the data, the others parity;
 	 * any ec_k of them give the sealed page back (2 <= ec_k < n) */
 	unsigned ec_k;
+	/* nonzero: the page is data slot `slot` of this stripe (ec_layout = stripes,
+	 * node/remote/stripe.h), held whole by node[0] (n = 1) under the stripe's
+	 * key; checksum is that slot's seal version. Never in the replica table. */
+	uint64_t stripe;
+	unsigned slot;
 	/* where a holder on an rdma link keeps the bytes, for one-sided reads
 	 * (raddr 0: unknown, ask with a message): its address and key, and the
 	 * owner's generation of the link that named them */

@@ -31,7 +31,9 @@ enum pampd_kind { PAMPD_ZBUD = 1, PAMPD_ZERO = 2, PAMPD_REMOTE = 3 };
  *         16..28 compressed length, 32..63 checksum (adler32 of the bytes; when
  *         sealed, zcache_set_sealed: the low 32 bits of the owner's seal version,
  *         node/remote/seal.h, and the caller has opened the seal before repatriate_finish);
- *         bit 29 set: several holders: the rest is a replica table id.
+ *         bit 29 set: several holders: the rest is a replica table id;
+ *         bit 30 set (29 clear): data slot bits 2..4 of the stripe whose id
+ *         (node/remote/stripe.h) is bits 32..63 (number) and 5..28 (generation).
  */
 #define PAMPD_KIND(p) ((unsigned)((p)&3u))
 #define PAMPD_HANDLE(p) ((p) >> 2)
@@ -40,6 +42,11 @@ enum pampd_kind { PAMPD_ZBUD = 1, PAMPD_ZERO = 2, PAMPD_REMOTE = 3 };
 #define PAMPD_REC_BIT (1ull << 29)
 #define PAMPD_IS_REC(p) (PAMPD_KIND(p) == PAMPD_REMOTE && ((p)&PAMPD_REC_BIT))
 #define PAMPD_REC_ID(p) ((p) & ~3ull)
+#define PAMPD_STRIPE_BIT (1ull << 30)
+#define PAMPD_IS_STRIPE(p) \
+	(PAMPD_KIND(p) == PAMPD_REMOTE && !((p)&PAMPD_REC_BIT) && ((p)&PAMPD_STRIPE_BIT))
+#define PAMPD_STRIPE_SLOT(p) ((unsigned)(((p) >> 2) & 7))
+#define PAMPD_STRIPE_ID(p) (((p) >> 32) | (((p) >> 5) & 0xffffffull) << 32)
 
 /* Victims tried by one put before it is refused for want of room. */
 #define EVICT_TRIES 16
@@ -88,12 +95,24 @@ static uint64_t pampd_make_single(unsigned node, unsigned epoch, unsigned len, u
 	       (uint64_t)(len & 8191) << 16 | (uint64_t)checksum << 32;
 }
 
+static uint64_t pampd_make_stripe(uint64_t id, unsigned slot)
+{
+	return PAMPD_REMOTE | PAMPD_STRIPE_BIT | (uint64_t)(slot & 7) << 2 |
+	       ((id >> 32) & 0xffffffull) << 5 | (uint64_t)(uint32_t)id << 32;
+}
+
 int zcache_remote_holders(struct zcache *z, uint64_t pampd, struct replica_set *r)
 {
 	if (PAMPD_KIND(pampd) != PAMPD_REMOTE)
 		return -EINVAL;
 	if (PAMPD_IS_REC(pampd))
 		return replica_read(z->replicas, PAMPD_REC_ID(pampd), r, NULL);
+	if (PAMPD_IS_STRIPE(pampd)) {
+		if (!z->remote || !z->remote->stripe_holder)
+			return -ENOENT;
+		return z->remote->stripe_holder(z->remote_arg, PAMPD_STRIPE_ID(pampd),
+						PAMPD_STRIPE_SLOT(pampd), r);
+	}
 	memset(r, 0, sizeof(*r));
 	r->n = 1;
 	r->node[0] = (uint8_t)(((pampd >> 2) & 63) + 1);
@@ -119,6 +138,8 @@ static unsigned holders_alive(struct zcache *z, const struct replica_set *r)
 {
 	unsigned i, n = 0;
 
+	if (r->stripe)
+		return 1; /* stripe_holder answered: K of its slots can still be had */
 	for (i = 0; z->remote && i < r->n; i++)
 		n += z->remote->alive(z->remote_arg, r->node[i], r->epoch[i]);
 	return n;
@@ -436,6 +457,16 @@ int zcache_page_import(struct zcache *z, const struct tmem_handle *h, bool pers,
 		return 0;
 	case ZCACHE_IMG_REMOTE:
 		set = pi->set;
+		if (set.stripe) {
+			/* its stripe was restored first (the image's STRIPE records) */
+			if (set.slot >= 7 || (set.stripe >> 56) || !(uint32_t)set.stripe ||
+			    !z->remote || !z->remote->stripe_holder ||
+			    z->remote->stripe_holder(z->remote_arg, set.stripe, set.slot, &set))
+				return -EINVAL;
+			*pampd = pampd_make_stripe(set.stripe, set.slot);
+			CNT_INC(z->remote_pages);
+			return 0;
+		}
 		if (set.n < 1 || set.n > REPLICA_MAX || !set.len || set.len > COMPRESS_PAGE_SIZE)
 			return -EINVAL;
 		for (k = 0; k < set.n; k++) {
@@ -516,6 +547,13 @@ static void zcache_free_pampd(void *ctx, bool pers, uint64_t pampd, const struct
 		unsigned i;
 
 		CNT_SUB(z->remote_pages, 1);
+		if (PAMPD_IS_STRIPE(pampd)) {
+			/* its holder keeps the bytes for the parity until the stripe empties */
+			if (z->remote && z->remote->stripe_kill)
+				z->remote->stripe_kill(z->remote_arg, PAMPD_STRIPE_ID(pampd),
+						       PAMPD_STRIPE_SLOT(pampd));
+			break;
+		}
 		if (zcache_remote_holders(z, pampd, &r))
 			break;
 		if (PAMPD_IS_REC(pampd))
@@ -535,7 +573,8 @@ static uint64_t zcache_pampd_nodes(void *ctx, uint64_t pampd)
 	uint64_t nodes = 0;
 	unsigned i;
 
-	if (zcache_remote_holders(ctx, pampd, &r))
+	/* a stripe's holders keep it under its own key: an object's flush is not theirs */
+	if (PAMPD_IS_STRIPE(pampd) || zcache_remote_holders(ctx, pampd, &r))
 		return 0;
 	for (i = 0; i < r.n; i++)
 		nodes |= 1ull << (r.node[i] - 1);
@@ -673,7 +712,9 @@ int zcache_remotify_commit(struct zcache *z, struct zcache_out *o, unsigned i,
 	uint64_t pampd, id = 0;
 	int ret;
 
-	if (r->n == 1 && !r->raddr[0]) {
+	if (r->stripe) {
+		pampd = pampd_make_stripe(r->stripe, r->slot);
+	} else if (r->n == 1 && !r->raddr[0]) {
 		pampd = pampd_make_single(r->node[0], r->epoch[0], r->len, r->checksum);
 	} else {
 		ret = replica_add(z->replicas, &p->h, p->pers, r, &id);
@@ -747,6 +788,9 @@ static int zcache_home_fn(void *arg, struct tmem_ref ref, bool pers, uint64_t *p
 		return 0;
 	if (PAMPD_IS_REC(*pampd))
 		replica_remove(z->replicas, PAMPD_REC_ID(*pampd));
+	if (PAMPD_IS_STRIPE(*pampd) && z->remote && z->remote->stripe_kill)
+		z->remote->stripe_kill(z->remote_arg, PAMPD_STRIPE_ID(*pampd),
+				       PAMPD_STRIPE_SLOT(*pampd));
 	*pampd = PAMPD_MAKE_ZBUD(handle);
 	zcache_account(z, pers, (unsigned)c->clen, +1);
 	CNT_SUB(z->remote_pages, 1);
@@ -801,8 +845,9 @@ static int zcache_move_fn(void *arg, struct tmem_ref ref, bool pers, uint64_t *p
 	uint64_t id;
 
 	c->ret = -ENOENT;
-	if (*pampd != c->expect || zcache_remote_holders(c->z, *pampd, &r))
-		return 0; /* changed meanwhile: the moved copy is stale */
+	if (*pampd != c->expect || PAMPD_IS_STRIPE(*pampd) ||
+	    zcache_remote_holders(c->z, *pampd, &r))
+		return 0; /* changed meanwhile: the moved copy is stale (a stripe moves in its table) */
 	if (!PAMPD_IS_REC(*pampd)) {
 		if (r.node[0] != c->from)
 			return 0;

@@ -117,6 +117,16 @@ struct zcache_remote_ops {
 	/* The object h (index ignored) / the pool is gone: tell every node in nodes. */
 	void (*flush_object)(void *arg, uint64_t nodes, bool pers, const struct tmem_handle *h);
 	void (*flush_pool)(void *arg, uint64_t nodes, bool pers, uint32_t pool);
+	/*
+	 * Stripe pages (ec_layout = stripes), optional without them. The holder of
+	 * data slot slot of stripe id into *s (n = 1, stripe and slot set, checksum
+	 * the slot's seal version): 0; -ENOENT (no such stripe: lost or stale).
+	 * Any thread, a bucket lock may be held.
+	 */
+	int (*stripe_holder)(void *arg, uint64_t id, unsigned slot, struct replica_set *s);
+	/* Data slot slot of stripe id no longer holds a live page. Any thread, a
+	 * bucket lock may be held. */
+	void (*stripe_kill)(void *arg, uint64_t id, unsigned slot);
 };
 
 /* Attach the collective. Call before any page goes remote. */

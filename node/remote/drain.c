@@ -548,6 +548,10 @@ void drain_return_serve(struct remote *r, uint32_t node, const Ramster__Peer__Ms
 	unsigned k;
 	bool pers = false;
 
+	if (h.pool == STRIPE_POOL) {
+		stripe_return_serve(r, node, m->seq, &h);
+		return;
+	}
 	if (return_fragment(r, node, m, &h, plen))
 		return;
 	/* the holder hands back the sealed copy as it got it: our seal says whether it is

@@ -280,6 +280,8 @@ static const struct zcache_remote_ops remote_zops = {
 	.flush_page = ops_flush_page,
 	.flush_object = ops_flush_object,
 	.flush_pool = ops_flush_pool,
+	.stripe_holder = stripe_op_holder,
+	.stripe_kill = stripe_op_kill,
 };
 
 /* ---- placing a copy ---------------------------------------------------------------- */
@@ -371,6 +373,11 @@ static void on_peer_unreachable(void *arg, uint32_t node)
 			   (unsigned long long)n, node);
 		repair_kick(r);
 	}
+	if (r->stripes && (n = stripe_node_gone(r->stripes, node))) {
+		log_notice("%llu stripes had a fragment on unreachable node %u: making them again "
+			   "elsewhere", (unsigned long long)n, node);
+		repair_kick(r);
+	}
 }
 
 /* Its copies are gone: it restarted, its lease expired, or it dropped our pages. */
@@ -401,6 +408,11 @@ static void on_peer_down(void *arg, uint32_t node, const char *why)
 	n = replica_mark_holder(zcache_replicas(r->z), node);
 	if (n) {
 		log_notice("%llu pages had a copy on node %u (%s): re-replicating them",
+			   (unsigned long long)n, node, why);
+		repair_kick(r);
+	}
+	if (r->stripes && (n = stripe_node_gone(r->stripes, node))) {
+		log_notice("%llu stripes had a fragment on node %u (%s): making them again",
 			   (unsigned long long)n, node, why);
 		repair_kick(r);
 	}
@@ -483,7 +495,14 @@ struct remote *remote_create(struct ev_loop *loop, struct zcache *z, const struc
 	}
 	if (cfg->ec_k) {
 		r->ec = erasure_create(cfg->ec_k, cfg->ec_m);
-		if (!r->ec) {
+		if (r->ec && cfg->ec_stripes) {
+			r->stripes = stripe_table_create();
+			r->sb = stripe_builder_create(r->ec);
+		}
+		if (!r->ec || (cfg->ec_stripes && (!r->stripes || !r->sb))) {
+			stripe_table_destroy(r->stripes);
+			stripe_builder_destroy(r->sb);
+			erasure_destroy(r->ec);
 			snprintf(err, errlen, "redundancy = ec %u+%u: cannot make the code",
 				 cfg->ec_k, cfg->ec_m);
 			seal_destroy(r->seal);
@@ -554,6 +573,8 @@ void remote_destroy(struct remote *r)
 	foreign_destroy(r->fs);
 	seal_destroy(r->seal);
 	erasure_destroy(r->ec);
+	stripe_builder_destroy(r->sb);
+	stripe_table_destroy(r->stripes);
 	for (unsigned k = 0; k < REPLICA_MAX; k++)
 		for (unsigned m = 0; m < REPLICA_MAX; m++)
 			erasure_destroy(r->codecs[k][m]);
@@ -703,6 +724,30 @@ void remote_foreach_stat(struct remote *r,
 	R(ec_fragments_got, "fragments holders answered with");
 	R(ec_fragments_late, "fragments answered after their page was read (ec_read_extra): dropped");
 	R(ec_fallback_copies, "persistent pages placed as M+1 whole copies: fewer than K+M peers were live");
+	R(ec_stripes_placed, "ec_layout = stripes: stripes of up to K pages placed (K+M fragments each)");
+	R(ec_stripe_pages, "pages placed in stripes");
+	R(ec_stripes_failed, "stripes that could not be placed (their pages stayed local)");
+	R(ec_stripe_reads, "stripe pages read whole from their one holder");
+	R(ec_stripe_degraded_reads, "stripe pages made again from K other fragments (their holder failed)");
+	R(ec_stripe_slots_repaired, "stripe fragments made again elsewhere after a holder died");
+	R(ec_stripe_pages_lost, "stripe pages lost: fewer than K of their stripe's fragments left");
+	R(ec_stripe_returns, "stripe fragments a draining peer handed back: made again and placed");
+	fn(arg, "remote_ec_stripes_flushed", atomic_load(&r->ec_stripes_flushed),
+	   "stripes flushed: their last live page went");
+	if (r->stripes) {
+		struct stripe_stats st;
+
+		stripe_stats(r->stripes, &st);
+		fn(arg, "remote_ec_stripes", st.stripes, "stripes on peers now");
+		fn(arg, "remote_ec_stripe_live_pages", st.live_pages, "their live pages");
+		fn(arg, "remote_ec_stripe_dead_pages", st.dead_pages,
+		   "their dead pages, kept for the parity until the stripe empties");
+		fn(arg, "remote_ec_stripe_dead_bytes", st.dead_bytes, "those dead pages' bytes on peers");
+		fn(arg, "remote_ec_stripe_parity_bytes", st.parity_bytes, "parity bytes on peers");
+		fn(arg, "remote_ec_stripes_degraded", st.degraded,
+		   "stripes with a slot whose holder died, not made again yet");
+		fn(arg, "remote_ec_stripe_table_bytes", st.bytes, "the stripe table's RAM");
+	}
 	if (r->holder_lie)
 		R(holder_lies, "test only (RAMSTER_TEST_HOLDER_LIE): answers made up as a holder");
 	fn(arg, "remote_returns_served", r->drain.returns_served,

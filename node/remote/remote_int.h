@@ -30,6 +30,7 @@
 #include "node/handoff.h"
 #include "node/remote/remote.h"
 #include "node/remote/seal.h"
+#include "node/remote/stripe.h"
 
 /* ---- tunables --------------------------------------------------------------- */
 
@@ -64,6 +65,28 @@ struct rpage {
 	struct replica_set set; /* the copies acknowledged so far */
 };
 
+/*
+ * ec_layout = stripes: up to K persistent pages of a frame coded together
+ * (stripe.h), their M parity fragments made on the thread; placed slot by
+ * slot on K+M distinct peers by the loop, the pages committed when all are.
+ */
+struct jstripe {
+	struct rjob *job;
+	unsigned pages;              /* data slots filled: 1..K, the rest empty */
+	uint8_t page[ERASURE_MAX];   /* the job's page in each data slot */
+	unsigned L;                  /* a parity fragment's bytes: the longest blob */
+	uint8_t *parity;             /* M * L bytes, in the job's allocation */
+	uint32_t version;            /* the newest of its pages' seal versions: its parity's */
+	/* placing: loop only */
+	uint64_t id;                 /* reserved in r->stripes: the holders' key */
+	unsigned next;               /* the slot being placed */
+	uint8_t node[ERASURE_MAX], epoch[ERASURE_MAX];
+	uint64_t held, tried;        /* peers holding a slot; peers that failed this one */
+	unsigned tries;
+	uint32_t to;
+};
+#define RJOB_STRIPES_MAX (ZCACHE_OUT_MAX / 2) /* K >= 2 */
+
 /* One zombie frame handed from the thread to the loop (through r->jobs). */
 struct rjob {
 	struct handoff_item item; /* first */
@@ -79,6 +102,10 @@ struct rjob {
 	uint8_t *frags[ZCACHE_OUT_MAX];
 	uint16_t flen[ZCACHE_OUT_MAX];
 	uint32_t version[ZCACHE_OUT_MAX];
+	/* ec_layout = stripes: page i is in stripe stripe_of[i] - 1 (0: none) */
+	uint8_t stripe_of[ZCACHE_OUT_MAX];
+	struct jstripe st[RJOB_STRIPES_MAX];
+	unsigned nst;
 	unsigned pending;   /* pages not finished */
 	bool placed;        /* at least one page moved */
 };
@@ -155,6 +182,7 @@ struct rget {
 	uint8_t order[REPLICA_MAX];  /* slots of the live holders to ask, nearest first */
 	unsigned n_order, next;
 	bool by_message;             /* a one-sided read failed: ask the same holder again */
+	bool degraded;               /* a stripe page: its holder failed, made from K others */
 	unsigned attempt_ms;         /* each asked within this */
 	int failed;                  /* why a holder was passed over */
 	bool transient;              /* a live holder failed in a way that passes (a timeout) */
@@ -181,6 +209,8 @@ struct remote_repair {
 	bool blocked;                      /* no peer could take a copy: pause */
 	uint64_t rereplicated, failed, stale, lost, passes, waits;
 	uint64_t fragments;                /* of the rereplicated, fragments made again (ec) */
+	uint64_t ec_started;               /* stripe slots whose making again began */
+	uint64_t sbusy[REPAIR_INFLIGHT];   /* stripe slots being made again: id | (slot + 1) << 56 */
 };
 
 /* ---- drain (drain.c): loop only ------------------------------------------------------- */
@@ -262,6 +292,13 @@ struct remote {
 	uint64_t ec_gets, ec_degraded_reads, ec_fragments_got, ec_fragments_placed;
 	uint64_t ec_fragments_late;  /* answers (or failures) after the page was read: dropped */
 	uint64_t ec_fallback_copies; /* pages placed as M+1 copies: fewer than K+M peers live */
+	/* ec_layout = stripes (stripe_io.c) */
+	struct stripe_table *stripes;  /* the stripes placed; NULL: pages are coded one by one */
+	struct stripe_builder *sb;     /* the remotify thread's own */
+	uint64_t ec_stripes_placed, ec_stripes_failed, ec_stripe_pages;
+	uint64_t ec_stripe_reads, ec_stripe_degraded_reads;
+	uint64_t ec_stripe_slots_repaired, ec_stripe_pages_lost, ec_stripe_returns;
+	atomic_uint_fast64_t ec_stripes_flushed; /* bumped by stripe_op_kill on any thread */
 
 	/* the objects of the last remote pages read (loop only): bring_home takes
 	 * their other pages first (remote_hot_objects) */
@@ -355,6 +392,35 @@ typedef void (*frag_fetch_fn)(void *arg, int result, bool transient, const uint8
 			      size_t blen, const uint8_t *plain, size_t plen);
 void frag_fetch(struct remote *r, const struct tmem_handle *h, bool pers,
 		const struct replica_set *s, unsigned attempt_ms, frag_fetch_fn cb, void *arg);
+
+/*
+ * stripe_io.c: stripes of K pages (ec_layout = stripes). STRIPE_POOL is the
+ * pool of the holders' key of a stripe's fragments (stripe_key).
+ */
+#define STRIPE_POOL (UINT32_MAX - 1)
+void stripe_key(uint64_t id, unsigned slot, struct tmem_handle *h);
+int stripe_op_holder(void *arg, uint64_t id, unsigned slot, struct replica_set *s);
+void stripe_op_kill(void *arg, uint64_t id, unsigned slot);
+/*
+ * Make slot want of stripe id again from K of its other fragments (asked of
+ * every live holder but those in avoid, at once, each within attempt_ms).
+ * verify (may be NULL) says whether made bytes are right (0: yes): a set of
+ * K that makes bytes it refuses is passed over for another. cb gets 0 with
+ * the bytes (a data slot's blob, a parity fragment), or -errno (transient:
+ * a holder failed only for now; -EILSEQ: no set was right). Exactly once,
+ * maybe before stripe_remake returns.
+ */
+typedef int (*stripe_verify_fn)(void *arg, const uint8_t *bytes, size_t len);
+typedef void (*stripe_remake_fn)(void *arg, int result, bool transient, const uint8_t *bytes,
+				 size_t len);
+void stripe_remake(struct remote *r, uint64_t id, unsigned want, uint64_t avoid,
+		   unsigned attempt_ms, stripe_verify_fn verify, stripe_remake_fn cb, void *arg);
+/* A draining holder hands back fragment key of one of our stripes (P_RETURN): made again
+ * from K others and placed elsewhere, then answered (0: placed; -ENOENT: not ours). */
+void stripe_return_serve(struct remote *r, uint32_t node, uint64_t seq,
+			 const struct tmem_handle *key);
+/* The repair walk's turn for stripes: start at most budget slots. @return some are degraded. */
+bool stripe_repair_tick(struct remote *r, unsigned budget);
 
 /* serve.c */
 extern const struct arena_hooks serve_arena_hooks;

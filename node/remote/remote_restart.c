@@ -39,6 +39,20 @@ int remote_warm_check(struct remote *r, char *why, size_t len)
 			 "or end it (ramsterctl drain off)");
 		return -EBUSY;
 	}
+	if (r->stripes) {
+		struct stripe_stats st;
+
+		/* the image has no record of a stripe yet (docs/erasure.md): its pages
+		 * would come back pointing at nothing */
+		stripe_stats(r->stripes, &st);
+		if (st.stripes) {
+			snprintf(why, len,
+				 "%llu stripes of pages are on peers (ec_layout = stripes), and a "
+				 "warm restart does not keep stripes yet: a cold restart loses them",
+				 (unsigned long long)st.stripes);
+			return -EBUSY;
+		}
+	}
 	return 0;
 }
 

@@ -272,17 +272,211 @@ static void page_send(struct rpage *p)
 		page_failed(p);
 }
 
+/* ---- stripes (ec_layout = stripes) ---------------------------------------------------------- */
+
+static void stripe_send(struct jstripe *st);
+
+/* The slot placed after slot s: the filled data slots, then the parity ones. */
+static unsigned stripe_slot_after(const struct jstripe *st, unsigned k, unsigned s)
+{
+	s++;
+	if (s >= st->pages && s < k)
+		s = k;
+	return s;
+}
+
+/* Pages' ends: counted once the stripe's state is no more needed (the job may go). */
+static void stripe_pages_done(struct rjob *job, unsigned pages)
+{
+	while (pages--)
+		job_page_done(job);
+}
+
+/* The stripe cannot be placed: its fragments placed are flushed, its pages stay. */
+static void stripe_fail(struct jstripe *st)
+{
+	struct rjob *job = st->job;
+	struct remote *r = job->r;
+	unsigned s, k = erasure_k(r->ec), pages = st->pages;
+	struct tmem_handle key;
+
+	for (s = 0; s < st->next && s < k + erasure_m(r->ec); s = stripe_slot_after(st, k, s)) {
+		if (!st->node[s])
+			continue;
+		stripe_key(st->id, s, &key);
+		r->partial_flushes++;
+		remote_flush_queue(r, st->node[s], RAMSTER__PEER__OP__P_FLUSH, &key);
+	}
+	stripe_remove(r->stripes, st->id);
+	r->ec_stripes_failed++;
+	r->pages_failed += pages;
+	pthread_mutex_lock(&r->th.lock);
+	r->th.backoff_until_ns = clock_now_ns() + REMOTIFY_BACKOFF_MS * 1000000ull;
+	pthread_mutex_unlock(&r->th.lock);
+	stripe_pages_done(job, pages);
+}
+
+/* Every fragment is acknowledged: record the stripe and point its pages at it. */
+static void stripe_commit(struct jstripe *st)
+{
+	struct rjob *job = st->job;
+	struct remote *r = job->r;
+	unsigned j, s, k = erasure_k(r->ec), m = erasure_m(r->ec), pages = st->pages;
+	struct stripe_rec rec = { .k = k, .m = m, .L = st->L };
+
+	for (s = 0; s < k + m; s++) {
+		rec.node[s] = st->node[s];
+		rec.epoch[s] = st->epoch[s];
+		rec.version[s] = s < k ? (s < pages ? job->version[st->page[s]] : 0) : st->version;
+		if (s < pages)
+			rec.lens[s] = job->blen[st->page[s]];
+	}
+	rec.live = (1u << pages) - 1;
+	if (stripe_fill(r->stripes, st->id, &rec)) {
+		stripe_fail(st);
+		return;
+	}
+	r->ec_stripes_placed++;
+	r->ec_fragments_placed += pages + m;
+	for (j = 0; j < pages; j++) {
+		struct rpage *p = &job->pg[st->page[j]];
+		struct zcache_out_page *op = &job->out.p[p->i];
+
+		p->set = (struct replica_set){ .n = 1, .len = op->len,
+					       .checksum = job->version[p->i],
+					       .stripe = st->id, .slot = j };
+		p->set.node[0] = st->node[j];
+		p->set.epoch[0] = st->epoch[j];
+		if (zcache_remotify_commit(r->z, &job->out, p->i, &p->set) == 0) {
+			r->pages_placed++;
+			r->ec_stripe_pages++;
+			job->placed = true;
+		} else {
+			/* changed while in flight: its slot is dead from the start */
+			r->stale_flushes++;
+			stripe_op_kill(r, st->id, j);
+		}
+	}
+	stripe_pages_done(job, pages);
+}
+
+static void stripe_put_cb(void *arg, int result, const Ramster__Peer__Msg *reply,
+			  const uint8_t *payload, size_t plen)
+{
+	struct jstripe *st = arg;
+	struct remote *r = st->job->r;
+	unsigned k = erasure_k(r->ec), n = k + erasure_m(r->ec);
+	struct tmem_handle key;
+
+	(void)reply;
+	(void)payload;
+	(void)plen;
+	if (result == 0) {
+		st->node[st->next] = (uint8_t)st->to;
+		st->epoch[st->next] = (uint8_t)(cluster_epoch(r->cl, st->to) & 255);
+		st->held |= 1ull << (st->to - 1);
+		st->next = stripe_slot_after(st, k, st->next);
+		st->tried = 0;
+		st->tries = 0;
+		if (st->next >= n)
+			stripe_commit(st);
+		else
+			stripe_send(st);
+		return;
+	}
+	if (result == -ECANCELED) {
+		stripe_fail(st);
+		return;
+	}
+	if (result == -ETIMEDOUT) {
+		/* the holder may have kept it: flush it there, now or when it is back */
+		stripe_key(st->id, st->next, &key);
+		r->unanswered_puts_flushed++;
+		remote_flush_now(r, st->to, RAMSTER__PEER__OP__P_FLUSH, &key);
+	}
+	st->tried |= 1ull << (st->to - 1);
+	if (st->tries < REMOTIFY_TRIES) {
+		r->retries++;
+		stripe_send(st);
+		return;
+	}
+	stripe_fail(st);
+}
+
+/* Place the stripe's slot st->next on a peer holding none of it. */
+static void stripe_send(struct jstripe *st)
+{
+	struct rjob *job = st->job;
+	struct remote *r = job->r;
+	unsigned k = erasure_k(r->ec), s = st->next;
+	uint64_t exclude = st->held | st->tried;
+	const uint8_t *data;
+	struct tmem_handle key;
+	uint32_t version;
+	size_t len;
+
+	if (s < k) {
+		data = job->blob[st->page[s]];
+		len = job->blen[st->page[s]];
+		version = job->version[st->page[s]];
+	} else {
+		data = st->parity + (size_t)(s - k) * st->L;
+		len = st->L;
+		version = st->version;
+	}
+	stripe_key(st->id, s, &key);
+	if (remote_copy_send(r, &key, true, version, data, len, &exclude, &st->tries,
+			     REMOTIFY_TRIES, &st->to, stripe_put_cb, st)) {
+		stripe_fail(st);
+		return;
+	}
+	st->tried = exclude & ~st->held;
+}
+
+/*
+ * Start the job's stripes; a stripe for which too few peers are live has its
+ * pages placed as M+1 whole copies instead (job_start's loop takes them).
+ */
+static void stripes_start(struct rjob *job)
+{
+	struct remote *r = job->r;
+	unsigned t, j, m = erasure_m(r->ec);
+
+	for (t = 0; t < job->nst; t++) {
+		struct jstripe *st = &job->st[t];
+
+		if (cluster_candidates(r->cl, st->L, 0) < st->pages + m ||
+		    stripe_reserve(r->stripes, &st->id)) {
+			for (j = 0; j < st->pages; j++)
+				job->stripe_of[st->page[j]] = 0;
+			r->ec_fallback_copies += st->pages;
+			st->pages = 0;
+			continue;
+		}
+		for (j = 0; j < st->pages; j++)
+			job->pg[st->page[j]] = (struct rpage){ .job = job, .i = st->page[j] };
+		job->pending += st->pages;
+	}
+	for (t = 0; t < job->nst; t++)
+		if (job->st[t].pages)
+			stripe_send(&job->st[t]);
+}
+
 static void job_start(struct rjob *job)
 {
 	struct remote *r = job->r;
 	unsigned i;
 
 	job->pending = 1; /* held until every page is started */
+	if (job->nst)
+		stripes_start(job);
 	for (i = 0; i < job->out.n; i++) {
-		if (!job->out.p[i].resolved)
+		if (!job->out.p[i].resolved || job->stripe_of[i])
 			continue;
 		job->pg[i] = (struct rpage){ .job = job, .i = i };
 		job->pg[i].want = job->out.p[i].pers ? r->replicas : 1;
+		if (r->stripes && job->out.p[i].pers)
+			job->pg[i].want = erasure_m(r->ec) + 1; /* its stripe found too few peers */
 		if (job->frags[i]) {
 			unsigned n = erasure_k(r->ec) + erasure_m(r->ec);
 
@@ -330,7 +524,8 @@ static void jobs_cb(void *arg, struct handoff_item *list)
 static int job_seal(struct remote *r, struct rjob *job)
 {
 	size_t total = 0, off = 0;
-	unsigned i;
+	unsigned i, t, longest = 0;
+	struct jstripe *st = NULL;
 
 	unsigned n = r->ec ? erasure_k(r->ec) + erasure_m(r->ec) : 0;
 
@@ -340,9 +535,25 @@ static int job_seal(struct remote *r, struct rjob *job)
 		if (!op->resolved || op->len > SEAL_PAGE_MAX)
 			continue;
 		total += op->len + SEAL_OVERHEAD;
-		if (r->ec && op->pers) /* and its fragments */
+		if (r->stripes && op->pers) {
+			/* K pages a stripe, in frame order; its parity as long as its longest */
+			if (!st || st->pages == erasure_k(r->ec)) {
+				if (st)
+					total += erasure_m(r->ec) * (size_t)longest;
+				st = &job->st[job->nst++];
+				st->job = job;
+				longest = 0;
+			}
+			st->page[st->pages++] = (uint8_t)i;
+			job->stripe_of[i] = (uint8_t)job->nst;
+			if (op->len + SEAL_OVERHEAD > longest)
+				longest = op->len + SEAL_OVERHEAD;
+		} else if (r->ec && op->pers) { /* and its fragments */
 			total += n * erasure_frag_len(erasure_k(r->ec), op->len + SEAL_OVERHEAD);
+		}
 	}
+	if (st)
+		total += erasure_m(r->ec) * (size_t)longest;
 	job->blobs = malloc(total ? total : 1);
 	if (!job->blobs)
 		return -ENOMEM;
@@ -355,7 +566,7 @@ static int job_seal(struct remote *r, struct rjob *job)
 		job->blen[i] = (uint16_t)seal_page(r->seal, &op->h, op->data, op->len, job->blob[i],
 						   &job->version[i]);
 		off += job->blen[i];
-		if (r->ec && op->pers) {
+		if (r->ec && op->pers && !job->stripe_of[i]) {
 			/* sealed first, then cut: the holders keep pieces of ciphertext, and
 			 * the whole blob's tag checks the fragments that come back */
 			job->frags[i] = job->blobs + off;
@@ -363,6 +574,27 @@ static int job_seal(struct remote *r, struct rjob *job)
 			erasure_encode(r->ec, job->blob[i], job->blen[i], job->frags[i]);
 			off += n * job->flen[i];
 		}
+	}
+	/* each stripe's parity over its sealed blobs (ciphertext: the parity tells nothing more) */
+	for (t = 0; t < job->nst; t++) {
+		struct stripe_frags f;
+		unsigned j;
+
+		st = &job->st[t];
+		stripe_builder_reset(r->sb);
+		st->version = 0;
+		for (j = 0; j < st->pages; j++) {
+			stripe_builder_add(r->sb, job->blob[st->page[j]], job->blen[st->page[j]]);
+			if (job->version[st->page[j]] - st->version < 0x80000000u)
+				st->version = job->version[st->page[j]];
+		}
+		if (stripe_builder_close(r->sb, &f))
+			return -EINVAL; /* cannot be: a stripe has a page */
+		st->L = f.L;
+		st->parity = job->blobs + off;
+		for (j = 0; j < f.m; j++)
+			memcpy(st->parity + (size_t)j * f.L, f.parity[j], f.L);
+		off += (size_t)f.m * f.L;
 	}
 	return 0;
 }

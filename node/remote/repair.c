@@ -294,13 +294,20 @@ static void repair_tick(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct remote *r = container_of(w, struct remote, repair.timer);
 	struct replica_table *t = zcache_replicas(r->z);
-	unsigned walked = 0;
+	unsigned walked = 0, before;
+	bool stripes_degraded = false;
 
 	r->repair.tokens += r->repair.rate * (REPAIR_TICK_MS / 1000.0);
 	if (r->repair.tokens > r->repair.rate / 10.0 + 1)
 		r->repair.tokens = r->repair.rate / 10.0 + 1; /* no bursts after a pause */
 	w->repeat = REPAIR_TICK_MS / 1000.0;
 	r->repair.blocked = false;
+	if (r->stripes && r->repair.tokens >= 1) {
+		/* stripes' gone slots (stripe_io.c) share the rate and the slots in flight */
+		before = r->repair.ec_started;
+		stripes_degraded = stripe_repair_tick(r, (unsigned)r->repair.tokens);
+		r->repair.tokens -= (double)(r->repair.ec_started - before);
+	}
 	while (r->repair.inflight < REPAIR_INFLIGHT && r->repair.tokens >= 1 &&
 	       walked < REPAIR_WALK) {
 		walked += (unsigned)replica_walk(t, &r->repair.cursor, 1, repair_visit, r);
@@ -316,7 +323,7 @@ static void repair_tick(struct ev_loop *loop, ev_timer *w, int revents)
 
 		r->repair.passes++;
 		replica_usage(t, &u);
-		if (!u.degraded && !r->repair.inflight) {
+		if (!u.degraded && !r->repair.inflight && !stripes_degraded) {
 			r->repair.on = false;
 			ev_timer_stop(loop, w);
 			return;

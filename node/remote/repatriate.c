@@ -87,7 +87,8 @@ static void get_finish(struct rget *g, int result, const uint8_t *payload, size_
 
 	res = zcache_repatriate_finish(r->z, &g->h, g->pampd, &g->set, g->destructive, result,
 				       payload, plen, g->page, &home);
-	for (k = 0; home && k < g->set.n; k++)
+	/* a stripe page brought home was killed in its stripe (zcache): nothing to flush */
+	for (k = 0; home && !g->set.stripe && k < g->set.n; k++)
 		remote_flush_queue(r, g->set.node[k], RAMSTER__PEER__OP__P_FLUSH, &g->h);
 	/* an ephemeral page that could not be had is forgotten here (a miss): its
 	 * copy on a holder that timed out (unreachable) must not stay there */
@@ -167,6 +168,7 @@ static void get_retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	g->failed = 0;
 	g->transient = false;
 	g->by_message = false;
+	g->degraded = false;
 	get_ask(g);
 }
 
@@ -183,6 +185,12 @@ static bool get_retry_later(struct rget *g)
 
 	if (!g->pers || !g->transient || r->closing)
 		return false;
+	if (g->set.stripe) {
+		struct replica_set now;
+
+		/* K of its stripe's slots still held (stripe_op_holder says so) */
+		alive = zcache_remote_holders(r->z, g->pampd, &now) == 0;
+	}
 	for (k = 0; k < g->set.n && !alive; k++)
 		alive = cluster_alive(r->cl, g->set.node[k], g->set.epoch[k]);
 	if (!alive)
@@ -226,7 +234,10 @@ static void get_cb(void *arg, int result, const Ramster__Peer__Msg *reply, const
 	}
 	if (result && get_transient(result))
 		g->transient = true;
-	if (result && result != -ECANCELED && g->next < g->n_order) {
+	if (result == 0 && g->set.stripe)
+		r->ec_stripe_reads++;
+	if (result && result != -ECANCELED &&
+	    (g->next < g->n_order || (g->set.stripe && !g->degraded))) {
 		r->get_fallovers++;
 		get_ask(g);
 		return;
@@ -279,15 +290,52 @@ static void get_frags_cb(void *arg, int result, bool transient, const uint8_t *b
 	get_finish(g, result, NULL, 0);
 }
 
+/* A stripe page's made blob: does its seal open (this page, this version)? */
+static int get_stripe_verify(void *arg, const uint8_t *blob, size_t len)
+{
+	struct rget *g = arg;
+
+	return seal_open(g->r->seal, &g->h, g->set.checksum, g->set.len, blob, len, g->plain);
+}
+
+/* A stripe page made from K other fragments (its holder failed), or not. */
+static void get_stripe_cb(void *arg, int result, bool transient, const uint8_t *blob, size_t len)
+{
+	struct rget *g = arg;
+
+	(void)blob;
+	(void)len;
+	if (result == 0) {
+		g->r->ec_stripe_degraded_reads++;
+		get_finish(g, 0, g->plain, g->set.len); /* get_stripe_verify opened it */
+		return;
+	}
+	if (transient)
+		g->transient = true;
+	if (result != -ECANCELED && get_retry_later(g))
+		return;
+	get_finish(g, result, NULL, 0);
+}
+
 /* Ask the next live holder in order; with none left the page is lost. */
 static void get_ask(struct rget *g)
 {
 	struct remote *r = g->r;
 	Ramster__Peer__Msg m = RAMSTER__PEER__MSG__INIT;
 	Ramster__Peer__Page pg;
+	struct tmem_handle key;
 	unsigned attempt;
 	int rc;
 
+	if (g->set.stripe && !g->degraded &&
+	    (g->next >= g->n_order ||
+	     !cluster_reachable(r->cl, g->set.node[0], g->set.epoch[0]))) {
+		/* its one holder failed or is gone: the other slots of its stripe make it */
+		g->degraded = true;
+		stripe_remake(r, g->set.stripe, g->set.slot, 0, r->timeout_ms, get_stripe_verify,
+			      get_stripe_cb, g);
+		return;
+	}
 	if (g->set.ec_k) {
 		/* K fragments at once, each within the whole request timeout */
 		frag_fetch(r, &g->h, g->pers, &g->set, r->timeout_ms, get_frags_cb, g);
@@ -309,7 +357,9 @@ static void get_ask(struct rget *g)
 		if (!g->retries && !cluster_reachable(r->cl, node, g->set.epoch[slot]))
 			r->get_unreachable++;
 
-		remote_page_init(&pg, &g->h,
+		if (g->set.stripe)
+			stripe_key(g->set.stripe, g->set.slot, &key); /* held under its stripe's key */
+		remote_page_init(&pg, g->set.stripe ? &key : &g->h,
 				 (g->pers ? PAGE_PERSISTENT : 0) | (g->destructive ? PAGE_DELETE : 0),
 				 0);
 		m.op = RAMSTER__PEER__OP__P_GET;
@@ -320,6 +370,10 @@ static void get_ask(struct rget *g)
 		if (get_transient(rc))
 			g->transient = true;
 		r->get_fallovers++;
+	}
+	if (g->set.stripe && !g->degraded) {
+		get_ask(g); /* its holder could not be asked: made from the others */
+		return;
 	}
 	if (get_retry_later(g))
 		return;

@@ -3,7 +3,8 @@
  *
  * Entries live in chunks of SCHUNK, allocated as the table grows and never
  * moved or freed before the table; free entries are on a list (LIFO) through
- * their next field. An entry is 48 bytes whatever the code. The counters of
+ * their next field. An entry is 80 bytes whatever the code (48, and the seal
+ * versions of its data slots). The counters of
  * stripe_stats are kept as the entries change: each change takes the
  * stripe's share out, changes it and puts it back (ent_account).
  */
@@ -27,15 +28,18 @@ struct ent {
 	uint32_t next; /* when free: the next free entry's index, NO_NEXT none */
 	uint16_t lens[ERASURE_MAX];
 	uint16_t L;
-	uint8_t used; /* a stripe (0: free) */
+	uint8_t used; /* ENT_* */
 	uint8_t k, m;
 	uint8_t live; /* data slots with a live page */
 	uint8_t gone; /* slots whose holder died, not moved yet */
 	uint8_t node[ERASURE_MAX];
 	uint8_t epoch[ERASURE_MAX];
+	uint32_t version[ERASURE_MAX]; /* each slot's seal version, as its put carried it */
 };
 
-_Static_assert(sizeof(struct ent) == 48, "a stripe's entry is 48 bytes");
+enum { ENT_FREE = 0, ENT_STRIPE = 1, ENT_RESERVED = 2 };
+
+_Static_assert(sizeof(struct ent) == 80, "a stripe's entry is 80 bytes");
 _Static_assert(ERASURE_MAX <= 8, "the live and gone masks are 8 bits");
 _Static_assert(ERASURE_STRIPE_FRAG_MAX <= UINT16_MAX, "lens are 16 bits");
 
@@ -55,8 +59,8 @@ static uint64_t id_make(uint32_t idx, uint32_t gen)
 	return ((uint64_t)(gen & GEN_MASK) << 32) | (idx + 1);
 }
 
-/* The stripe id names, or NULL; lock held. */
-static struct ent *ent_of(struct stripe_table *t, uint64_t id)
+/* The entry id names, a stripe or reserved, or NULL; lock held. */
+static struct ent *ent_taken(struct stripe_table *t, uint64_t id)
 {
 	uint32_t num = stripe_number(id), idx = num - 1;
 	struct ent *e;
@@ -64,9 +68,17 @@ static struct ent *ent_of(struct stripe_table *t, uint64_t id)
 	if (!num || (id >> 56) || (idx >> SCHUNK_SHIFT) >= t->nchunks)
 		return NULL;
 	e = ENT(t, idx);
-	if (!e->used || e->gen != (uint32_t)((id >> 32) & GEN_MASK))
+	if (e->used == ENT_FREE || e->gen != (uint32_t)((id >> 32) & GEN_MASK))
 		return NULL;
 	return e;
+}
+
+/* The stripe id names, or NULL; lock held. */
+static struct ent *ent_of(struct stripe_table *t, uint64_t id)
+{
+	struct ent *e = ent_taken(t, id);
+
+	return e && e->used == ENT_STRIPE ? e : NULL;
 }
 
 /* The data slots holding a blob, live or dead. */
@@ -180,25 +192,29 @@ void stripe_table_destroy(struct stripe_table *t)
 	free(t);
 }
 
-int stripe_add(struct stripe_table *t, const struct stripe_rec *r, uint64_t *id)
+/* Take a free entry (growing the table); lock held. @return its index, or NO_NEXT. */
+static uint32_t ent_take(struct stripe_table *t)
 {
-	struct ent *e;
 	uint32_t idx;
-	unsigned j;
+	struct ent *e;
 
-	if (!t || !id || !rec_valid(r))
-		return -EINVAL;
-	pthread_mutex_lock(&t->lock);
-	if (t->free_head == NO_NEXT && table_grow(t)) {
-		pthread_mutex_unlock(&t->lock);
-		return -ENOMEM;
-	}
+	if (t->free_head == NO_NEXT && table_grow(t))
+		return NO_NEXT;
 	idx = t->free_head;
 	e = ENT(t, idx);
 	t->free_head = e->next;
 	e->gen = (e->gen + 1) & GEN_MASK;
 	e->next = NO_NEXT;
-	e->used = 1;
+	e->used = ENT_RESERVED;
+	return idx;
+}
+
+/* Fill entry e with r (valid) and count it; lock held. */
+static void ent_fill(struct stripe_table *t, struct ent *e, const struct stripe_rec *r)
+{
+	unsigned j;
+
+	e->used = ENT_STRIPE;
 	e->k = (uint8_t)r->k;
 	e->m = (uint8_t)r->m;
 	e->L = (uint16_t)r->L;
@@ -209,13 +225,96 @@ int stripe_add(struct stripe_table *t, const struct stripe_rec *r, uint64_t *id)
 		e->lens[j] = (uint16_t)r->lens[j];
 	memcpy(e->node, r->node, sizeof(e->node));
 	memcpy(e->epoch, r->epoch, sizeof(e->epoch));
+	memcpy(e->version, r->version, sizeof(e->version));
 	/* what lies beyond the code is not the stripe's */
 	memset(e->node + r->k + r->m, 0, ERASURE_MAX - r->k - r->m);
 	memset(e->epoch + r->k + r->m, 0, ERASURE_MAX - r->k - r->m);
+	memset(e->version + r->k + r->m, 0, (ERASURE_MAX - r->k - r->m) * sizeof(e->version[0]));
 	ent_account(t, e, 1);
-	*id = id_make(idx, e->gen);
+}
+
+int stripe_add(struct stripe_table *t, const struct stripe_rec *r, uint64_t *id)
+{
+	uint32_t idx;
+
+	if (!t || !id || !rec_valid(r))
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	idx = ent_take(t);
+	if (idx == NO_NEXT) {
+		pthread_mutex_unlock(&t->lock);
+		return -ENOMEM;
+	}
+	ent_fill(t, ENT(t, idx), r);
+	*id = id_make(idx, ENT(t, idx)->gen);
 	pthread_mutex_unlock(&t->lock);
 	return 0;
+}
+
+int stripe_reserve(struct stripe_table *t, uint64_t *id)
+{
+	uint32_t idx;
+
+	if (!t || !id)
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	idx = ent_take(t);
+	if (idx != NO_NEXT)
+		*id = id_make(idx, ENT(t, idx)->gen);
+	pthread_mutex_unlock(&t->lock);
+	return idx == NO_NEXT ? -ENOMEM : 0;
+}
+
+int stripe_fill(struct stripe_table *t, uint64_t id, const struct stripe_rec *r)
+{
+	struct ent *e;
+	int ret = 0;
+
+	if (!t || !rec_valid(r))
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	e = ent_taken(t, id);
+	if (!e || e->used != ENT_RESERVED)
+		ret = -ENOENT;
+	else
+		ent_fill(t, e, r);
+	pthread_mutex_unlock(&t->lock);
+	return ret;
+}
+
+int stripe_restore(struct stripe_table *t, uint64_t id, const struct stripe_rec *r)
+{
+	uint32_t num = stripe_number(id), idx = num - 1, gen = (uint32_t)(id >> 32), *link;
+	struct ent *e;
+	int ret = 0;
+
+	if (!t || !num || (id >> 56) || idx >= SINDEX_MAX || !rec_valid(r))
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	while ((idx >> SCHUNK_SHIFT) >= t->nchunks) {
+		if (table_grow(t)) {
+			ret = -ENOMEM;
+			goto out;
+		}
+	}
+	e = ENT(t, idx);
+	if (e->used != ENT_FREE) {
+		ret = -EEXIST;
+		goto out;
+	}
+	/* off the free list (a restore is rare: a walk of the list is fine) */
+	for (link = &t->free_head; *link != idx; link = &ENT(t, *link)->next)
+		if (*link == NO_NEXT) {
+			ret = -EINVAL; /* a free entry off the list: cannot be */
+			goto out;
+		}
+	*link = e->next;
+	e->next = NO_NEXT;
+	e->gen = gen & GEN_MASK;
+	ent_fill(t, e, r);
+out:
+	pthread_mutex_unlock(&t->lock);
+	return ret;
 }
 
 static void ent_copy(const struct ent *e, struct stripe_rec *r)
@@ -229,6 +328,7 @@ static void ent_copy(const struct ent *e, struct stripe_rec *r)
 	memcpy(r->epoch, e->epoch, sizeof(r->epoch));
 	for (j = 0; j < e->k; j++)
 		r->lens[j] = e->lens[j];
+	memcpy(r->version, e->version, sizeof(r->version));
 	r->L = e->L;
 	r->live = e->live;
 	r->gone = e->gone;
@@ -277,10 +377,11 @@ int stripe_remove(struct stripe_table *t, uint64_t id)
 	struct ent *e;
 
 	pthread_mutex_lock(&t->lock);
-	e = ent_of(t, id);
+	e = ent_taken(t, id);
 	if (e) {
-		ent_account(t, e, -1);
-		e->used = 0;
+		if (e->used == ENT_STRIPE)
+			ent_account(t, e, -1);
+		e->used = ENT_FREE;
 		e->gen = (e->gen + 1) & GEN_MASK;
 		e->next = t->free_head;
 		t->free_head = stripe_number(id) - 1;
@@ -335,7 +436,7 @@ unsigned stripe_node_gone(struct stripe_table *t, unsigned node)
 		struct ent *e = ENT(t, idx);
 		unsigned gone = e->gone;
 
-		if (!e->used)
+		if (e->used != ENT_STRIPE)
 			continue;
 		for (s = 0; s < (unsigned)e->k + e->m; s++)
 			if (e->node[s] == node)
@@ -365,7 +466,7 @@ int stripe_walk(struct stripe_table *t,
 		pthread_mutex_lock(&t->lock);
 		for (; idx < t->nchunks << SCHUNK_SHIFT; idx++) {
 			e = ENT(t, idx);
-			if (e->used)
+			if (e->used == ENT_STRIPE)
 				break;
 		}
 		if (idx >= t->nchunks << SCHUNK_SHIFT) {

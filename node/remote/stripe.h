@@ -34,6 +34,7 @@ struct stripe_rec {
 	uint8_t epoch[ERASURE_MAX]; /* the owner's epoch for that node when placed (mod 256) */
 	unsigned lens[ERASURE_MAX]; /* data slot j's blob, 1..ERASURE_STRIPE_FRAG_MAX; 0: empty */
 	unsigned L;		    /* a parity fragment's bytes: the largest of lens */
+	uint32_t version[ERASURE_MAX]; /* slot's seal version (seal.h; its low 32 bits) */
 	uint32_t live;		    /* bit j: data slot j holds a live page */
 	uint32_t gone;		    /* bit s: slot s's holder died, not moved yet (add ignores) */
 	unsigned state;		    /* STRIPE_* (add ignores it) */
@@ -69,6 +70,22 @@ void stripe_table_destroy(struct stripe_table *t); /* NULL ok */
  * holder for an empty slot or none for a full one, a bad live mask); -ENOMEM.
  */
 int stripe_add(struct stripe_table *t, const struct stripe_rec *r, uint64_t *id);
+
+/*
+ * Take an id for a stripe not yet placed (its holders' key: the fragments
+ * are placed under it before the stripe is known). A reserved id reads as
+ * -ENOENT until stripe_fill; stripe_remove frees it. @return 0, -ENOMEM.
+ */
+int stripe_reserve(struct stripe_table *t, uint64_t *id);
+
+/* Record r (as stripe_add checks it) under reserved id. @return 0, -ENOENT, -EINVAL. */
+int stripe_fill(struct stripe_table *t, uint64_t id, const struct stripe_rec *r);
+
+/*
+ * Record r under id as it was (a warm restart's image): the entry must be
+ * free. @return 0, -EEXIST (taken), -EINVAL, -ENOMEM.
+ */
+int stripe_restore(struct stripe_table *t, uint64_t id, const struct stripe_rec *r);
 
 /* Copy stripe id's record into out. @return 0, -ENOENT (no such id, or stale). */
 int stripe_read(struct stripe_table *t, uint64_t id, struct stripe_rec *out);

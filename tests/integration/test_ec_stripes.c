@@ -1,0 +1,317 @@
+/*
+ * test_ec_stripes - stripes of K pages (redundancy = ec K+M with
+ * ec_layout = stripes, issue 25) on real daemons over real sockets:
+ *
+ *   - alpha's persistent pages go to its peers in stripes of 2 pages and a
+ *     parity fragment, and each reads back from its one holder (no parity);
+ *   - the holder of most fragments killed (SIGKILL): every page reads back,
+ *     those it held made from the other two of their stripe (counted), none
+ *     -EIO; the owner makes the lost slots again elsewhere, and then a second
+ *     holder may die and nothing is lost;
+ *   - a drained holder hands its fragments back: each is made again from the
+ *     others and placed elsewhere, and every page still reads back;
+ *   - every page flushed: every stripe is flushed, no fragment stays on a holder;
+ *   - a lying holder (garbage in every answer): the seal refuses what it
+ *     made, the stripe's other slots make the page, none wrong, none -EIO.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "collective.h"
+#include "harness.h"
+
+#define PAGE  4096
+#define PAGES 3072 /* many times alpha's 1 MiB tier */
+#define PER_OBJ 256
+
+static const char *const names[5] = {"alpha", "beta", "gamma", "delta", "eps"};
+
+static int SLOW = 1;
+
+static uint64_t stat_of(struct coll *t, int node, const char *name)
+{
+	uint64_t v = 0;
+
+	assert_int_equal(coll_stat(t, node, name, &v), 0);
+	return v;
+}
+
+/* alpha (1 MiB tier) and nodes - 1 peers, redundancy = ec 2+1; node 1 lies when lie is set. */
+static void start_all(struct coll *t, int nodes, const char *lie)
+{
+	int i;
+
+	snprintf(t->cluster, sizeof(t->cluster), "ecs");
+	snprintf(t->extra + strlen(t->extra), sizeof(t->extra) - strlen(t->extra),
+		 "heartbeat_ms = 100\ndead_after_ms = %d\nrequest_timeout_ms = %d\n"
+		 "redundancy = ec 2+1\nec_layout = stripes\n",
+		 1000 * SLOW, 12000 * SLOW);
+	for (i = 0; i < nodes; i++)
+		coll_set_node(t, i, names[i], i ? 16 : 1, i ? 64 : 0);
+	assert_int_equal(coll_write_confs(t), 0);
+	for (i = nodes - 1; i >= 0; i--) {
+		if (i == 1 && lie) {
+			setenv("RAMSTER_TEST_HOLDER_LIE", lie, 1);
+			setenv("RAMSTER_DAEMON", coll_lie_daemon(), 1);
+		}
+		assert_int_equal(coll_start(t, i), 0);
+		unsetenv("RAMSTER_TEST_HOLDER_LIE");
+		unsetenv("RAMSTER_DAEMON");
+	}
+	(void)coll_wait_stat(t, 0, "cluster_links_up", (uint64_t)nodes - 1, UINT64_MAX,
+			     10000 * SLOW);
+	assert_int_equal(stat_of(t, 0, "cluster_links_up"), nodes - 1);
+}
+
+static int setup(void **state)
+{
+	*state = coll_create("ecs", "5e2b7c9d1f3a4e6b8c0d2f4a6b8c0e1f3a5b7c9d1e3f5a7b9c1d3e5f7a9b1c3d\n");
+	return *state ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	return coll_destroy(*state) ? -1 : 0;
+}
+
+/* A persistent put, tried again while the node waits for room (up to 30 s). */
+static void put_all(ramster *r, int pool, unsigned version)
+{
+	static unsigned char p[PAGE];
+	unsigned i;
+
+	for (i = 0; i < PAGES; i++) {
+		struct ramster_oid oid = harness_oid(25, i / PER_OBJ);
+		int rc, tries = 0;
+
+		coll_page_text(p, i, version);
+		while ((rc = ramster_put(r, pool, &oid, i % PER_OBJ, p)) == -ENOSPC && ++tries < 1500)
+			usleep(20000);
+		assert_int_equal(rc, 0);
+	}
+}
+
+/* @return the pages not read back identical; *eio the -EIO among them. */
+static unsigned check_all(ramster *r, int pool, unsigned version, unsigned *eio)
+{
+	struct coll_read got;
+	unsigned bad =
+	    (unsigned)coll_read_back(r, pool, 25, PER_OBJ, PAGES, coll_page_text, version, &got);
+
+	*eio = (unsigned)got.eio;
+	return bad;
+}
+
+static void wait_remote(struct coll *t)
+{
+	assert_int_equal(coll_wait_stat(t, 0, "tier_remote_pages", PAGES / 2, UINT64_MAX,
+					10000 * SLOW), 0);
+}
+
+/* The collective started, alpha's pages put in a new persistent pool and most of them remote. */
+static ramster *start_and_fill(struct coll *t, int nodes, const char *lie, int *pool)
+{
+	ramster *r;
+
+	start_all(t, nodes, lie);
+	r = harness_connect(&t->h[0]);
+	assert_non_null(r);
+	*pool = ramster_pool_new(r, RAMSTER_PERSISTENT, NULL);
+	assert_true(*pool >= 0);
+	put_all(r, *pool, 1);
+	wait_remote(t);
+	return r;
+}
+
+
+static void flush_all_and_check_empty(struct coll *t, ramster *r, int pool, int nodes,
+				      const bool *dead)
+{
+	unsigned i;
+	int n;
+
+	for (i = 0; i < PAGES; i++) {
+		struct ramster_oid oid = harness_oid(25, i / PER_OBJ);
+
+		assert_int_equal(ramster_flush(r, pool, &oid, i % PER_OBJ), 0);
+	}
+	assert_int_equal(coll_wait_stat(t, 0, "remote_ec_stripes", 0, 0, 10000 * SLOW), 0);
+	for (n = 1; n < nodes; n++) {
+		uint64_t left = 0;
+
+		if (dead[n])
+			continue;
+		(void)coll_wait_stat(t, n, "foreign_pages", 0, 0, 10000 * SLOW);
+		assert_int_equal(coll_stat(t, n, "foreign_pages", &left), 0);
+		fprintf(stderr, "  %s holds %llu fragments after every page was flushed\n", names[n],
+			(unsigned long long)left);
+		assert_int_equal(left, 0);
+	}
+}
+
+/* The peer holding the most fragments, not in dead. */
+static int busiest(struct coll *t, int nodes, const bool *dead)
+{
+	uint64_t most = 0;
+	int i, who = 0;
+
+	for (i = 1; i < nodes; i++) {
+		uint64_t v = dead[i] ? 0 : stat_of(t, i, "foreign_pages");
+
+		if (!dead[i] && (!who || v > most)) {
+			most = v;
+			who = i;
+		}
+	}
+	return who;
+}
+
+static void test_stripes_kill_repair_flush(void **state)
+{
+	struct coll *t = *state;
+	uint64_t remote, stripes, pages, held = 0;
+	bool dead[5] = {false};
+	unsigned eio, bad;
+	ramster *r;
+	int pool, i, first, second;
+
+	r = start_and_fill(t, 5, NULL, &pool);
+	remote = stat_of(t, 0, "tier_remote_pages");
+	stripes = stat_of(t, 0, "remote_ec_stripes_placed");
+	pages = stat_of(t, 0, "remote_ec_stripe_pages");
+	for (i = 1; i < 5; i++)
+		held += stat_of(t, i, "foreign_pages");
+	fprintf(stderr, "  stripes 2+1: %llu remote pages, %llu stripes of %llu pages, "
+		"%llu fragments held by 4 peers\n",
+		(unsigned long long)remote, (unsigned long long)stripes,
+		(unsigned long long)pages, (unsigned long long)held);
+	assert_true(stripes > 0);
+	assert_true(pages >= remote);
+	/* a stripe is at most 2 pages and 1 parity: at most 2 fragments per page, at least 1.5 */
+	assert_true(stat_of(t, 0, "remote_ec_fragments_placed") <= 2 * pages);
+	assert_int_equal(stat_of(t, 0, "remote_copies_placed"), 0);
+	bad = check_all(r, pool, 1, &eio);
+	assert_int_equal(bad, 0);
+	assert_int_equal(eio, 0);
+	assert_true(stat_of(t, 0, "remote_ec_stripe_reads") > 0);
+	assert_int_equal(stat_of(t, 0, "remote_ec_stripe_degraded_reads"), 0);
+
+	/* the holder of most fragments dies */
+	first = busiest(t, 5, dead);
+	harness_kill(&t->h[first], SIGKILL);
+	dead[first] = true;
+	assert_int_equal(coll_wait_stat(t, 0, "remote_ec_stripes_degraded", 1, UINT64_MAX,
+					10000 * SLOW), 0);
+	bad = check_all(r, pool, 1, &eio);
+	fprintf(stderr, "  %s killed: %u pages not identical, %u -EIO, degraded reads %llu\n",
+		names[first], bad, eio,
+		(unsigned long long)stat_of(t, 0, "remote_ec_stripe_degraded_reads"));
+	assert_int_equal(bad, 0);
+	assert_int_equal(eio, 0);
+
+	/* its slots are made again on the peers left */
+	assert_int_equal(coll_wait_stat(t, 0, "remote_ec_stripes_degraded", 0, 0, 60000 * SLOW),
+			 0);
+	fprintf(stderr, "  repaired: %llu slots made again\n",
+		(unsigned long long)stat_of(t, 0, "remote_ec_stripe_slots_repaired"));
+	assert_true(stat_of(t, 0, "remote_ec_stripe_slots_repaired") > 0);
+	assert_int_equal(stat_of(t, 0, "remote_ec_stripe_pages_lost"), 0);
+
+	/* so a second holder may die too */
+	second = busiest(t, 5, dead);
+	harness_kill(&t->h[second], SIGKILL);
+	dead[second] = true;
+	assert_int_equal(coll_wait_stat(t, 0, "remote_ec_stripes_degraded", 1, UINT64_MAX,
+					10000 * SLOW), 0);
+	bad = check_all(r, pool, 1, &eio);
+	fprintf(stderr, "  %s killed too: %u pages not identical, %u -EIO\n", names[second], bad,
+		eio);
+	assert_int_equal(bad, 0);
+	assert_int_equal(eio, 0);
+	assert_int_equal(stat_of(t, 0, "remote_ec_stripe_pages_lost"), 0);
+
+	/* every page flushed: every stripe goes, and every fragment with it */
+	flush_all_and_check_empty(t, r, pool, 5, dead);
+	ramster_close(r);
+}
+
+static void test_stripes_drain(void **state)
+{
+	struct coll *t = *state;
+	bool dead[5] = {false};
+	unsigned eio, bad;
+	uint64_t on;
+	ramster *r;
+	int pool, who;
+
+	r = start_and_fill(t, 5, NULL, &pool);
+	who = busiest(t, 5, dead);
+	on = stat_of(t, who, "foreign_pages");
+	assert_true(on > 0);
+	assert_int_equal(ramster_drain(r, (unsigned)who + 1, 1), 0);
+	assert_int_equal(coll_wait_stat(t, who, "foreign_pages", 0, 0, 90000 * SLOW), 0);
+	fprintf(stderr, "  %s drained: %llu fragments handed back, %llu made again elsewhere\n",
+		names[who], (unsigned long long)on,
+		(unsigned long long)stat_of(t, 0, "remote_ec_stripe_returns"));
+	assert_true(stat_of(t, 0, "remote_ec_stripe_returns") > 0);
+	/* then it dies: nothing was left on it */
+	harness_kill(&t->h[who], SIGKILL);
+	dead[who] = true;
+	bad = check_all(r, pool, 1, &eio);
+	fprintf(stderr, "  %s killed after its drain: %u pages not identical, %u -EIO, "
+		"degraded reads %llu\n", names[who], bad, eio,
+		(unsigned long long)stat_of(t, 0, "remote_ec_stripe_degraded_reads"));
+	assert_int_equal(bad, 0);
+	assert_int_equal(eio, 0);
+	assert_int_equal(stat_of(t, 0, "remote_ec_stripe_degraded_reads"), 0);
+	flush_all_and_check_empty(t, r, pool, 5, dead);
+	ramster_close(r);
+}
+
+static void test_stripes_liar(void **state)
+{
+	struct coll *t = *state;
+	unsigned eio, bad;
+	ramster *r;
+	int pool;
+
+	r = start_and_fill(t, 4, "garbage", &pool);
+	bad = check_all(r, pool, 1, &eio);
+	fprintf(stderr,
+		"  a lying holder in every stripe: %u pages not identical, %u -EIO, "
+		"seal failures %llu, degraded reads %llu, lies %llu\n",
+		bad, eio, (unsigned long long)stat_of(t, 0, "remote_seal_failures"),
+		(unsigned long long)stat_of(t, 0, "remote_ec_stripe_degraded_reads"),
+		(unsigned long long)stat_of(t, 1, "remote_holder_lies"));
+	assert_int_equal(bad, 0);
+	assert_int_equal(eio, 0);
+	assert_true(stat_of(t, 1, "remote_holder_lies") > 0);
+	assert_true(stat_of(t, 0, "remote_seal_failures") > 0);
+	assert_true(stat_of(t, 0, "remote_ec_stripe_degraded_reads") > 0);
+	ramster_close(r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_stripes_kill_repair_flush, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_stripes_drain, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_stripes_liar, setup, teardown),
+	};
+	const char *slow = getenv("RAMSTER_TEST_SLOW");
+
+	if (slow && atoi(slow) > 0)
+		SLOW = atoi(slow);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
