@@ -665,30 +665,60 @@ uint64_t zcache_trim(struct zcache *z, uint64_t max)
 	return n;
 }
 
-int zcache_remotify_take(struct zcache *z, bool pers, struct zcache_out *o)
+/*
+ * Name victim v's pages in o after the first base. Taken under the
+ * allocator's lock: a put that releases a page now leaves the zombie's bytes
+ * alone (the commit then finds it stale).
+ */
+static void out_fill(struct zcache *z, struct zcache_out *o, const struct zalloc_victim *v,
+		     unsigned base)
 {
-	struct zalloc_victim v;
 	unsigned i, flags;
 
-	if (z->za_ops->zombify_lru(z->za, pers, &v))
-		return -ENOENT;
-	o->frame = v.frame;
-	o->pers = pers;
-	o->frames = v.frames;
-	o->n = v.n;
-	for (i = 0; i < v.n; i++) {
-		struct zcache_out_page *p = &o->p[i];
+	for (i = 0; i < v->n; i++) {
+		struct zcache_out_page *p = &o->p[base + i];
 
-		p->ref = (struct tmem_ref){ v.ref[i].objno, v.ref[i].index };
-		p->handle = v.handle[i];
-		/* taken under the allocator's lock: a put that releases the page now
-		 * leaves the zombie's bytes alone (the commit then finds it stale) */
-		p->data = v.data[i];
-		p->len = v.len[i];
+		p->ref = (struct tmem_ref){ v->ref[i].objno, v->ref[i].index };
+		p->handle = v->handle[i];
+		p->data = v->data[i];
+		p->len = v->len[i];
 		p->checksum = p->data && !z->sealed ? zcache_checksum(p->data, p->len) : 0;
 		p->resolved = p->data && tmem_ref_resolve(z->tmem, p->ref, &p->h, &flags) == 0;
 		p->pers = p->resolved && (flags & TMEM_PERSISTENT);
 	}
+}
+
+int zcache_remotify_take_more(struct zcache *z, struct zcache_out *o)
+{
+	struct zalloc_victim v;
+
+	if (o->nmore == ZCACHE_OUT_UNITS - 1 || o->n >= ZCACHE_OUT_MAX)
+		return -ENOSPC;
+	if (z->za_ops->zombify_lru(z->za, o->pers, &v))
+		return -ENOENT;
+	if (o->n + v.n > ZCACHE_OUT_MAX) {
+		z->za_ops->zombie_done(z->za, v.frame); /* back on the LRU, untouched */
+		return -ENOSPC;
+	}
+	o->more[o->nmore++] = v.frame;
+	o->frames += v.frames;
+	out_fill(z, o, &v, o->n);
+	o->n += v.n;
+	return 0;
+}
+
+int zcache_remotify_take(struct zcache *z, bool pers, struct zcache_out *o)
+{
+	struct zalloc_victim v;
+
+	if (z->za_ops->zombify_lru(z->za, pers, &v))
+		return -ENOENT;
+	o->frame = v.frame;
+	o->nmore = 0;
+	o->pers = pers;
+	o->frames = v.frames;
+	o->n = v.n;
+	out_fill(z, o, &v, 0);
 	return 0;
 }
 
@@ -745,7 +775,11 @@ int zcache_remotify_commit(struct zcache *z, struct zcache_out *o, unsigned i,
 
 void zcache_remotify_done(struct zcache *z, struct zcache_out *o)
 {
+	unsigned i;
+
 	z->za_ops->zombie_done(z->za, o->frame);
+	for (i = 0; i < o->nmore; i++)
+		z->za_ops->zombie_done(z->za, o->more[i]);
 }
 
 struct home_ctx {

@@ -203,8 +203,11 @@ struct zcache_out_page {
 };
 /* A taken frame (zbud) or block of frames (zdense) carries at most this many pages. */
 #define ZCACHE_OUT_MAX ZALLOC_VICTIM_MAX
+#define ZCACHE_OUT_UNITS 16 /* frames (or blocks) taken together at most */
 struct zcache_out {
 	uint32_t frame;
+	uint32_t more[ZCACHE_OUT_UNITS - 1]; /* zcache_remotify_take_more's */
+	unsigned nmore;
 	bool pers;
 	unsigned frames;        /* 4096-byte frames it frees when emptied */
 	unsigned n;             /* pages in p[] */
@@ -226,7 +229,15 @@ int zcache_remotify_take(struct zcache *z, bool pers, struct zcache_out *o);
 int zcache_remotify_commit(struct zcache *z, struct zcache_out *o, unsigned i,
 			   const struct replica_set *r);
 
-/* End the remotify of o: its frame is freed, or goes back to the LRU. */
+/*
+ * Take the next least recently used frame of o's kind into o too (its pages
+ * after o's): stripes want K pages, and a frame may hold two. @return 0;
+ * -ENOENT (none); -ENOSPC (o is full: ZCACHE_OUT_UNITS, or its pages would
+ * not fit ZCACHE_OUT_MAX; a frame taken is put back).
+ */
+int zcache_remotify_take_more(struct zcache *z, struct zcache_out *o);
+
+/* End the remotify of o: its frames are freed, or go back to the LRU. */
 void zcache_remotify_done(struct zcache *z, struct zcache_out *o);
 
 /*

@@ -28,9 +28,11 @@
 # Environment:
 #   RAMSTER_BENCH_EC          0: skip (default 1)
 #   RAMSTER_BENCH_EC_MODES    the modes, default "replicas 1,replicas 2,replicas 3,ec 4+2,
-#                             ec 4+2 extra 1" (the goals need replicas 1, replicas 3 and one
-#                             ec mode; "ec K+M extra E" adds ec_read_extra = E: reads ask
-#                             K+E holders and use the first K answers, EC-Cache's late binding)
+#                             ec 4+2 extra 1,ec 4+2 stripes" (the goals need replicas 1,
+#                             replicas 3 and an ec mode; "ec K+M extra E" adds ec_read_extra =
+#                             E: reads ask K+E holders and use the first K answers, EC-Cache's
+#                             late binding; "ec K+M stripes" adds ec_layout = stripes: K pages
+#                             coded together, a healthy read asks one holder)
 #   RAMSTER_BENCH_EC_PASSES   passes over the modes, medians reported (default 3)
 #   RAMSTER_BENCH_EC_LOCAL_MB alpha's local tier (default 16)
 #   RAMSTER_BENCH_EC_PAGES    pages a put phase (default 8x the tier's frames: 32768)
@@ -55,7 +57,7 @@ rounds=${RAMSTER_BENCH_ROUNDS:-5}
 iters=${RAMSTER_BENCH_ITERS:-1000}
 put_reps=${RAMSTER_BENCH_PUT_REPS:-2}
 passes=${RAMSTER_BENCH_EC_PASSES:-3}
-IFS=, read -r -a modes <<<"${RAMSTER_BENCH_EC_MODES:-replicas 1,replicas 2,replicas 3,ec 4+2,ec 4+2 extra 1}"
+IFS=, read -r -a modes <<<"${RAMSTER_BENCH_EC_MODES:-replicas 1,replicas 2,replicas 3,ec 4+2,ec 4+2 extra 1,ec 4+2 stripes}"
 keep=${RAMSTER_BENCH_EC_KEEP:-}
 nnodes=7
 high=90
@@ -136,6 +138,11 @@ figures() {
 declare -A F1 # PASS-I: one run's figures
 # one_mode PASS I MODE: a fresh collective under MODE, netbench against it; its JSON,
 # log and alpha's counters kept in $dir/PASS-I
+redundancy_of() { # the mode's redundancy line: "ec 4+2 extra 1" and "ec 4+2 stripes" are ec 4+2
+	local m=${1% extra *}
+	echo "${m% stripes}"
+}
+
 one_mode() {
 	local pass=$1 idx=$2 mode=$3 t0 up dead rc n base peer_args=() extra=()
 
@@ -145,9 +152,11 @@ one_mode() {
 	base=$((8400 + RANDOM % 500))
 	# "ec K+M extra E": that code, reads asking E holders more than K (ec_read_extra)
 	[[ $mode == *" extra "* ]] && extra=("ec_read_extra = ${mode##* extra }")
+	# "ec K+M stripes": that code across K pages (ec_layout = stripes)
+	[[ $mode == *" stripes" ]] && extra+=("ec_layout = stripes")
 	NODES=$nnodes "$(dirname "$0")/cluster-conf.sh" "$run" "bench-ec" "$base" "$local_mb" \
 		"dead_after_ms = $dead_after_ms" "request_timeout_ms = $request_timeout_ms" \
-		"high_watermark = $high%" "low_watermark = $low%" "redundancy = ${mode% extra *}" \
+		"high_watermark = $high%" "low_watermark = $low%" "redundancy = $(redundancy_of "$mode")" \
 		${extra[@]+"${extra[@]}"} \
 		>"$run/cluster.conf" || die "cannot write the cluster file"
 	t0=$SECONDS
@@ -178,7 +187,7 @@ one_mode() {
 	run=
 	F1[$pass-$idx]=$(figures "$pass-$idx") || die "$mode: cannot read its figures"
 	set -- ${F1[$pass-$idx]}
-	printf '   pass %u, %-11s %3u s: repatriate p50 %s us, remotify %s pages/s, RAM %s B/page\n' \
+	printf '   pass %u, %-14s %3u s: repatriate p50 %s us, remotify %s pages/s, RAM %s B/page\n' \
 		"$pass" "$mode" $((SECONDS - t0)) "$1" "$3" "${11}"
 }
 
@@ -224,7 +233,7 @@ row() {
 	shift 2
 	awk -v mode="$mode" -v fmts="$fmts" -v vals="$*" 'BEGIN {
 		n = split(fmts, f, " "); split(vals, v, " ")
-		line = sprintf("%-11s", mode)
+		line = sprintf("%-14s", mode)
 		for (i = 1; i <= n; i++) {
 			w = f[i]; sub(/\..*/, "", w)
 			line = line " " ((v[i] == "-" || v[i] == "") ? sprintf("%" w "s", "-") \
@@ -238,9 +247,9 @@ echo
 echo "== redundancy summary: $pages text pages a put phase (the same pages in every mode)," \
 	"persistent pools; latency medians of $rounds rounds x $iters gets; rates medians of" \
 	"$put_reps put phases; holders' counters at the end of the run"
-printf '%-11s %8s %8s %9s %9s %7s %8s %6s %7s %7s %7s %6s\n' mode "rep p50" "rep p99" \
+printf '%-14s %8s %8s %9s %9s %7s %8s %6s %7s %7s %7s %6s\n' mode "rep p50" "rep p99" \
 	"remotify" "puts" "remote" "holders" "held" "bytes" "RAM" charged owner
-printf '%-11s %8s %8s %9s %9s %7s %8s %6s %7s %7s %7s %6s\n' "" us us pages/s pages/s pages \
+printf '%-14s %8s %8s %9s %9s %7s %8s %6s %7s %7s %7s %6s\n' "" us us pages/s pages/s pages \
 	"pages" "/page" "B/page" "B/page" B/page B/page
 for mode in "${modes[@]}"; do
 	set -- ${F[$mode]}
@@ -255,7 +264,7 @@ echo " foreign_used the budget's charge: bytes + records, no chunk tails); owner
 echo " table (tier_replica_bytes: chunks of 4096 records, never shrunk) over remote, not in RAM)"
 echo
 echo "alpha's counters (cumulative over the run) and checks:"
-printf '%-11s %8s %8s %8s %8s %8s %8s %8s %6s %6s\n' mode placed copies ec_frags ec_gets \
+printf '%-14s %8s %8s %8s %8s %8s %8s %8s %6s %6s\n' mode placed copies ec_frags ec_gets \
 	degraded fallback "remote%" comp left
 for mode in "${modes[@]}"; do
 	set -- ${F[$mode]}
@@ -271,7 +280,18 @@ echo " pool destroy, all phases)"
 for mode in "${modes[@]}"; do
 	set -- ${F[$mode]}
 	case $mode in
-	"ec "*) want=$(echo "${mode#ec }" | awk -F+ '{ print $1 + $2 }') n=${17} ;;
+	*" stripes")
+		# K pages and M parity a stripe (a short one: fewer pages, the same M):
+		# at least (K+M)/K fragments a page, at most 1+M
+		set -- "$@"
+		km=$(redundancy_of "$mode")
+		ok=$(echo "${km#ec }" | awk -F+ -v p="${15}" -v n="${17}" -v f="${20}" -v l="${21}" '{
+			k = $1; m = $2
+			print (p > 0 && n >= p * (k + m) / k - 0.5 && n <= p * (1 + m) && f == 0 &&
+			       l == 0) ? "yes" : "NO" }')
+		echo "  $mode: (K+M)/K to 1+M fragments a page placed, no fallback, nothing left over: $ok"
+		continue ;;
+	"ec "*) want=$(redundancy_of "$mode" | awk '{ sub(/^ec /, ""); split($0, a, "+"); print a[1] + a[2] }') n=${17} ;;
 	*) want=${mode#replicas } n=${16} ;;
 	esac
 	ok=$(awk -v p="${15}" -v n="$n" -v w="$want" -v h="$9" -v f="${20}" -v l="${21}" 'BEGIN {
@@ -297,21 +317,23 @@ field() { # field MODE N: the mode's Nth figure ("" if the mode was not run)
 }
 echo
 echo "goals:"
-ec=
-for mode in "${modes[@]}"; do [[ $mode == ec* && $mode != *" extra "* ]] && ec=$mode; done
-ec=${ec:-ec 4+2}
-r=$(ratio "$(field "$ec" 11)" "$(field "replicas 3" 11)")
-printf '  %-52s %6s  %s\n' "RAM a remote page, $ec / replicas 3 <= 0.55" "${r:-n/a}" \
-	"$(verdict "$r" 0.55)"
-rb=$(ratio "$(field "$ec" 10)" "$(field "replicas 3" 10)")
-ru=$(ratio "$(field "$ec" 26)" "$(field "replicas 3" 26)")
-echo "    (the same ratio by foreign_used, no chunk tails: ${ru:-n/a}; by foreign_bytes: ${rb:-n/a})"
-r=$(ratio "$(field "$ec" 1)" "$(field "replicas 1" 1)")
-printf '  %-52s %6s  %s\n' "repatriate p50, $ec / replicas 1 <= 1.5" "${r:-n/a}" \
-	"$(verdict "$r" 1.5)"
-echo "    (p99: $(r=$(ratio "$(field "$ec" 2)" "$(field "replicas 1" 2)"); echo "${r:-n/a}");" \
-	"remotify pages/s: $(ratio "$(field "$ec" 3)" "$(field "replicas 1" 3)") of replicas 1's," \
-	"$(r=$(ratio "$(field "$ec" 3)" "$(field "replicas 3" 3)"); echo "${r:-n/a}") of replicas 3's)"
+ecs=()
+for mode in "${modes[@]}"; do [[ $mode == ec* && $mode != *" extra "* ]] && ecs+=("$mode"); done
+[ ${#ecs[@]} -gt 0 ] || ecs=("ec 4+2")
+for ec in "${ecs[@]}"; do
+	r=$(ratio "$(field "$ec" 11)" "$(field "replicas 3" 11)")
+	printf '  %-52s %6s  %s\n' "RAM a remote page, $ec / replicas 3 <= 0.55" "${r:-n/a}" \
+		"$(verdict "$r" 0.55)"
+	rb=$(ratio "$(field "$ec" 10)" "$(field "replicas 3" 10)")
+	ru=$(ratio "$(field "$ec" 26)" "$(field "replicas 3" 26)")
+	echo "    (the same ratio by foreign_used, no chunk tails: ${ru:-n/a}; by foreign_bytes: ${rb:-n/a})"
+	r=$(ratio "$(field "$ec" 1)" "$(field "replicas 1" 1)")
+	printf '  %-52s %6s  %s\n' "repatriate p50, $ec / replicas 1 <= 1.5" "${r:-n/a}" \
+		"$(verdict "$r" 1.5)"
+	echo "    (p99: $(r=$(ratio "$(field "$ec" 2)" "$(field "replicas 1" 2)"); echo "${r:-n/a}");" \
+		"remotify pages/s: $(ratio "$(field "$ec" 3)" "$(field "replicas 1" 3)") of replicas 1's," \
+		"$(r=$(ratio "$(field "$ec" 3)" "$(field "replicas 3" 3)"); echo "${r:-n/a}") of replicas 3's)"
+done
 for mode in "${modes[@]}"; do
 	[[ $mode == *" extra "* ]] || continue
 	r=$(ratio "$(field "$mode" 1)" "$(field "replicas 1" 1)")

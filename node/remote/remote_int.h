@@ -41,6 +41,7 @@
 #define REMOTIFY_BACKOFF_MS 50    /* pause after a frame found no peer */
 #define GET_RETRY_MIN_MS 10       /* a get whose live holders all timed out asks again, */
 #define GET_RETRY_MAX_MS 500      /* ... after a pause that doubles up to this */
+#define STRIPE_TAKE_STRIPES 4     /* a persistent job takes frames for this many stripes (stripes) */
 #define REMOTIFY_TRIES 3          /* peers tried for one page (plus one per extra copy) */
 #define REPAIR_INFLIGHT 16        /* re-replications at once */
 #define REPAIR_TICK_MS 10         /* the repair walk's pace */

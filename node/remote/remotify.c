@@ -692,6 +692,12 @@ static void *remotify_main(void *arg)
 			if (got && !pers_first && rem_pers)
 				got = zcache_remotify_take(r->z, true, &job->out);
 			pers_first = !pers_first;
+			/* stripes want K pages (a frame may hold two): frames enough for
+			 * STRIPE_TAKE_STRIPES stripes, while the tier has them */
+			if (!got && r->stripes && job->out.pers)
+				while (job->out.n < STRIPE_TAKE_STRIPES * erasure_k(r->ec) &&
+				       zcache_remotify_take_more(r->z, &job->out) == 0)
+					;
 		}
 		if (job && !got && job_seal(r, job)) {
 			zcache_remotify_done(r->z, &job->out); /* no memory: the frame stays */
