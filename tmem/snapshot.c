@@ -80,6 +80,13 @@ static int save_page(void *arg, const struct tmem_handle *h, bool pers, uint64_t
 		hlen += 2 * (size_t)pi.set.n;
 		s->st->pages_remote++;
 		break;
+	case ZCACHE_IMG_STRIPE:
+		/* the data slot, and the stripe's id after the head */
+		head[33] = (uint8_t)pi.set.slot;
+		put_le64(head + PAGE_HEAD, pi.set.stripe);
+		hlen += 8;
+		s->st->pages_remote++;
+		break;
 	}
 	return s->emit(s->arg, SNAPSHOT_TAG_PAGE, head, hlen,
 		       pi.kind == ZCACHE_IMG_LOCAL ? pi.bytes : NULL,
@@ -179,7 +186,8 @@ static int load_page(struct snapshot_loader *l, const uint8_t *p, size_t len)
 	n = p[33] & 15;
 	eck = p[33] >> 4;
 	plen = (unsigned)p[34] | (unsigned)p[35] << 8;
-	hlen = PAGE_HEAD + (pi.kind == ZCACHE_IMG_REMOTE ? 2 * (size_t)n : 0);
+	hlen = PAGE_HEAD + (pi.kind == ZCACHE_IMG_REMOTE ? 2 * (size_t)n : 0) +
+	       (pi.kind == ZCACHE_IMG_STRIPE ? 8 : 0);
 	switch (pi.kind) {
 	case ZCACHE_IMG_ZERO:
 		if (n || eck || plen || len != PAGE_HEAD)
@@ -205,6 +213,14 @@ static int load_page(struct snapshot_loader *l, const uint8_t *p, size_t len)
 			if (pi.set.node[k] < 1 || pi.set.node[k] > 64)
 				return -EBADMSG;
 		}
+		break;
+	case ZCACHE_IMG_STRIPE:
+		if (p[33] >= 7 || plen || get_le32(p + 36) || len != hlen)
+			return -EBADMSG;
+		pi.set.slot = p[33];
+		pi.set.stripe = get_le64(p + PAGE_HEAD);
+		if (!(uint32_t)pi.set.stripe || (pi.set.stripe >> 56))
+			return -EBADMSG;
 		break;
 	default:
 		return -EBADMSG;

@@ -418,6 +418,13 @@ int zcache_page_export(struct zcache *z, uint64_t pampd, struct zcache_page_imag
 		pi->bytes = z->za_ops->data(z->za, PAMPD_HANDLE(pampd), &pi->len);
 		return pi->bytes ? 0 : -EIO;
 	case PAMPD_REMOTE:
+		if (PAMPD_IS_STRIPE(pampd)) {
+			/* its stripe's record is saved by the collective (remote_save) */
+			pi->kind = ZCACHE_IMG_STRIPE;
+			pi->set.stripe = PAMPD_STRIPE_ID(pampd);
+			pi->set.slot = PAMPD_STRIPE_SLOT(pampd);
+			return 0;
+		}
 		pi->kind = ZCACHE_IMG_REMOTE;
 		return zcache_remote_holders(z, pampd, &pi->set);
 	}
@@ -455,18 +462,16 @@ int zcache_page_import(struct zcache *z, const struct tmem_handle *h, bool pers,
 		zcache_account(z, pers, pi->len, +1);
 		*pampd = PAMPD_MAKE_ZBUD(handle);
 		return 0;
+	case ZCACHE_IMG_STRIPE:
+		/* the stripe is loaded after the pages (the collective's records come last):
+		 * only its form is checked here; a stripe that is not there reads as lost */
+		if (pi->set.slot >= 7 || (pi->set.stripe >> 56) || !(uint32_t)pi->set.stripe)
+			return -EINVAL;
+		*pampd = pampd_make_stripe(pi->set.stripe, pi->set.slot);
+		CNT_INC(z->remote_pages);
+		return 0;
 	case ZCACHE_IMG_REMOTE:
 		set = pi->set;
-		if (set.stripe) {
-			/* its stripe was restored first (the image's STRIPE records) */
-			if (set.slot >= 7 || (set.stripe >> 56) || !(uint32_t)set.stripe ||
-			    !z->remote || !z->remote->stripe_holder ||
-			    z->remote->stripe_holder(z->remote_arg, set.stripe, set.slot, &set))
-				return -EINVAL;
-			*pampd = pampd_make_stripe(set.stripe, set.slot);
-			CNT_INC(z->remote_pages);
-			return 0;
-		}
 		if (set.n < 1 || set.n > REPLICA_MAX || !set.len || set.len > COMPRESS_PAGE_SIZE)
 			return -EINVAL;
 		for (k = 0; k < set.n; k++) {

@@ -263,7 +263,8 @@ void zcache_foreach_stat(struct zcache *z,
 
 /* ---- snapshots (tmem/snapshot.c) ---- */
 
-enum { ZCACHE_IMG_ZERO = 1, ZCACHE_IMG_LOCAL = 2, ZCACHE_IMG_REMOTE = 3 };
+/* STRIPE: a stripe page (set.stripe and set.slot only: the rest is its stripe's record) */
+enum { ZCACHE_IMG_ZERO = 1, ZCACHE_IMG_LOCAL = 2, ZCACHE_IMG_REMOTE = 3, ZCACHE_IMG_STRIPE = 4 };
 
 /* A page as a snapshot carries it. */
 struct zcache_page_image {

@@ -56,10 +56,13 @@ enum {
 	REMOTE_TAG_PEER = 0x5202,
 	REMOTE_TAG_FLUSH = 0x5203,
 	REMOTE_TAG_FOREIGN = 0x5204,
+	REMOTE_TAG_STRIPE = 0x5205,
 };
 
 struct remote_restart_stats {
 	uint64_t peers, flushes, foreign;
+	uint64_t stripes;	  /* ec_layout = stripes: the stripes' records */
+	uint64_t stripes_refused; /* load: records the table refused (their pages read as lost) */
 	uint64_t foreign_refused; /* load: pages held for peers that found no room */
 	uint64_t seal_refused;	  /* load: a key of another cipher (our remote pages lost) */
 };

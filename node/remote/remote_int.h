@@ -295,7 +295,7 @@ struct remote {
 	uint64_t ec_fallback_copies; /* pages placed as M+1 copies: fewer than K+M peers live */
 	/* ec_layout = stripes (stripe_io.c) */
 	struct stripe_table *stripes;  /* the stripes placed; NULL: pages are coded one by one */
-	struct stripe_builder *sb;     /* the remotify thread's own */
+	struct stripe_builder *sb;     /* the remotify thread's own; set: ec_layout = stripes */
 	uint64_t ec_stripes_placed, ec_stripes_failed, ec_stripe_pages;
 	uint64_t ec_stripe_reads, ec_stripe_degraded_reads;
 	uint64_t ec_stripe_slots_repaired, ec_stripe_pages_lost, ec_stripe_returns;

@@ -28,6 +28,8 @@
 #define PEER_LEN    (4 + 8 + 4 + 4 + 8 + 8 + 8)
 #define FLUSH_LEN   (4 + 4 + 4 + 24 + 4 + 8)
 #define FOREIGN_LEN (4 + 8 + 4 + 24 + 4 + 4 + 4)
+/* id, k, m, live, gone, L, 0, node[8], epoch[8], lens[8], version[8] */
+#define STRIPE_LEN  (8 + 4 + 2 + 2 + 8 + 8 + 16 + 32)
 
 /* ---- quiet ------------------------------------------------------------------------- */
 
@@ -38,20 +40,6 @@ int remote_warm_check(struct remote *r, char *why, size_t len)
 			 "a drain is running (pages are going back to their owners): wait for it, "
 			 "or end it (ramsterctl drain off)");
 		return -EBUSY;
-	}
-	if (r->stripes) {
-		struct stripe_stats st;
-
-		/* the image has no record of a stripe yet (docs/erasure.md): its pages
-		 * would come back pointing at nothing */
-		stripe_stats(r->stripes, &st);
-		if (st.stripes) {
-			snprintf(why, len,
-				 "%llu stripes of pages are on peers (ec_layout = stripes), and a "
-				 "warm restart does not keep stripes yet: a cold restart loses them",
-				 (unsigned long long)st.stripes);
-			return -EBUSY;
-		}
 	}
 	return 0;
 }
@@ -147,6 +135,30 @@ static bool save_foreign(void *arg, const struct foreign_key *k, bool pers, cons
 	return s->rc != 0;
 }
 
+static int save_stripe(void *arg, uint64_t id, const struct stripe_rec *sr)
+{
+	struct save_ctx *s = arg;
+	uint8_t rec[STRIPE_LEN];
+	unsigned i;
+
+	memset(rec, 0, sizeof(rec));
+	put_le64(rec, id);
+	rec[8] = (uint8_t)sr->k;
+	rec[9] = (uint8_t)sr->m;
+	rec[10] = (uint8_t)sr->live;
+	rec[11] = (uint8_t)sr->gone;
+	put_le16(rec + 12, (uint16_t)sr->L);
+	for (i = 0; i < ERASURE_MAX; i++) {
+		rec[16 + i] = sr->node[i];
+		rec[24 + i] = sr->epoch[i];
+		put_le16(rec + 32 + 2 * i, (uint16_t)sr->lens[i]);
+		put_le32(rec + 48 + 4 * i, sr->version[i]);
+	}
+	s->st->stripes++;
+	s->rc = s->emit(s->arg, REMOTE_TAG_STRIPE, rec, sizeof(rec), NULL, 0);
+	return s->rc;
+}
+
 int remote_save(struct remote *r, remote_emit_fn emit, void *arg, struct remote_restart_stats *st)
 {
 	struct cluster_warm_peer w[CONFIG_NODES_MAX];
@@ -186,6 +198,8 @@ int remote_save(struct remote *r, remote_emit_fn emit, void *arg, struct remote_
 		remote_flush_walk(r, save_flush, &s);
 	if (!s.rc)
 		foreign_walk(r->fs, save_foreign, &s);
+	if (!s.rc && r->stripes)
+		stripe_walk(r->stripes, save_stripe, &s);
 	return s.rc;
 }
 
@@ -226,6 +240,12 @@ int remote_record_check(uint16_t tag, const uint8_t *p, size_t len, uint32_t sel
 		if (!node || node > CONFIG_NODES_MAX || node == self || p[44] > 1 || p[45] ||
 		    !get_le16(p + 46) || get_le16(p + 46) > SEAL_BLOB_MAX ||
 		    len != FOREIGN_LEN + (size_t)get_le16(p + 46))
+			return -EBADMSG;
+		return 0;
+	case REMOTE_TAG_STRIPE:
+		/* the form; the table checks the rest as it restores it (stripe_restore) */
+		if (len != STRIPE_LEN || !(uint32_t)get_le64(p) || (get_le64(p) >> 56) ||
+		    p[8] < 2 || p[9] < 1 || p[8] + p[9] > ERASURE_MAX || p[14] || p[15])
 			return -EBADMSG;
 		return 0;
 	}
@@ -292,6 +312,27 @@ int remote_load_record(struct remote_loader *l, uint16_t tag, const uint8_t *p, 
 						    it lost */
 		else
 			l->st.foreign++;
+		break;
+	}
+	case REMOTE_TAG_STRIPE: {
+		struct stripe_rec sr = {.k = p[8], .m = p[9], .live = p[10], .gone = p[11],
+					.L = get_le16(p + 12)};
+		unsigned i;
+
+		for (i = 0; i < ERASURE_MAX; i++) {
+			sr.node[i] = p[16 + i];
+			sr.epoch[i] = p[24 + i];
+			sr.lens[i] = get_le16(p + 32 + 2 * i);
+			sr.version[i] = get_le32(p + 48 + 4 * i);
+		}
+		/* placed under ec_layout = stripes: served whatever the layout is now */
+		if (!r->stripes)
+			r->stripes = stripe_table_create();
+		if (!r->stripes || stripe_restore(r->stripes, get_le64(p), &sr)) {
+			l->st.stripes_refused++; /* its pages read as lost (-EIO) */
+			break;
+		}
+		l->st.stripes++;
 		break;
 	}
 	}

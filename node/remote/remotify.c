@@ -475,7 +475,7 @@ static void job_start(struct rjob *job)
 			continue;
 		job->pg[i] = (struct rpage){ .job = job, .i = i };
 		job->pg[i].want = job->out.p[i].pers ? r->replicas : 1;
-		if (r->stripes && job->out.p[i].pers)
+		if (r->sb && job->out.p[i].pers)
 			job->pg[i].want = erasure_m(r->ec) + 1; /* its stripe found too few peers */
 		if (job->frags[i]) {
 			unsigned n = erasure_k(r->ec) + erasure_m(r->ec);
@@ -535,7 +535,7 @@ static int job_seal(struct remote *r, struct rjob *job)
 		if (!op->resolved || op->len > SEAL_PAGE_MAX)
 			continue;
 		total += op->len + SEAL_OVERHEAD;
-		if (r->stripes && op->pers) {
+		if (r->sb && op->pers) {
 			/* K pages a stripe, in frame order; its parity as long as its longest */
 			if (!st || st->pages == erasure_k(r->ec)) {
 				if (st)
@@ -694,7 +694,7 @@ static void *remotify_main(void *arg)
 			pers_first = !pers_first;
 			/* stripes want K pages (a frame may hold two): frames enough for
 			 * STRIPE_TAKE_STRIPES stripes, while the tier has them */
-			if (!got && r->stripes && job->out.pers)
+			if (!got && r->sb && job->out.pers)
 				while (job->out.n < STRIPE_TAKE_STRIPES * erasure_k(r->ec) &&
 				       zcache_remotify_take_more(r->z, &job->out) == 0)
 					;

@@ -312,6 +312,17 @@ int stripe_restore(struct stripe_table *t, uint64_t id, const struct stripe_rec 
 	e->next = NO_NEXT;
 	e->gen = gen & GEN_MASK;
 	ent_fill(t, e, r);
+	if (r->gone) {
+		/* slots whose holder had died, not yet made again when it was saved */
+		unsigned s, gone = 0;
+
+		for (s = 0; s < r->k + r->m; s++)
+			if ((r->gone & (1u << s)) && e->node[s])
+				gone |= 1u << s;
+		ent_account(t, e, -1);
+		e->gone = (uint8_t)gone;
+		ent_account(t, e, 1);
+	}
 out:
 	pthread_mutex_unlock(&t->lock);
 	return ret;

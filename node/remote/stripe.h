@@ -82,8 +82,8 @@ int stripe_reserve(struct stripe_table *t, uint64_t *id);
 int stripe_fill(struct stripe_table *t, uint64_t id, const struct stripe_rec *r);
 
 /*
- * Record r under id as it was (a warm restart's image): the entry must be
- * free. @return 0, -EEXIST (taken), -EINVAL, -ENOMEM.
+ * Record r under id as it was (a warm restart's image), its gone slots with
+ * it: the entry must be free. @return 0, -EEXIST (taken), -EINVAL, -ENOMEM.
  */
 int stripe_restore(struct stripe_table *t, uint64_t id, const struct stripe_rec *r);
 

@@ -332,7 +332,7 @@ int restart_load(int fd, struct zcache *z, struct pools *p, struct users *u, uin
 	st->image_bytes = r.map_len;
 	snapshot_loader_init(&l, z);
 	while ((rc = image_next(&r, &tag, &rec, &len)) == 1) {
-		if (tag >= REMOTE_TAG_SELF && tag <= REMOTE_TAG_FOREIGN) {
+		if (tag >= REMOTE_TAG_SELF && tag <= REMOTE_TAG_STRIPE) {
 			/* checked now, loaded once the cluster is made (restart_load_remote) */
 			if (!remote_seen)
 				st->remote_off = (size_t)(rec - r.map) - 8;

@@ -8,6 +8,8 @@
  *     those it held made from the other two of their stripe (counted), none
  *     -EIO; the owner makes the lost slots again elsewhere, and then a second
  *     holder may die and nothing is lost;
+ *   - the owner restarts warm (now ec_layout = pages): its stripes come back
+ *     with it and its pages read from them;
  *   - a drained holder hands its fragments back: each is made again from the
  *     others and placed elsewhere, and every page still reads back;
  *   - every page flushed: every stripe is flushed, no fragment stays on a holder;
@@ -256,6 +258,30 @@ static void test_stripes_drain(void **state)
 	int pool, who;
 
 	r = start_and_fill(t, 5, NULL, &pool);
+	/* the owner restarts warm, now with ec_layout = pages: its stripes' records come
+	 * back with it, and its stripe pages read, drain and flush as before */
+	snprintf(t->extra, sizeof(t->extra),
+		 "heartbeat_ms = 100\ndead_after_ms = %d\nrequest_timeout_ms = %d\n"
+		 "redundancy = ec 2+1\nec_layout = pages\n",
+		 1000 * SLOW, 12000 * SLOW);
+	assert_int_equal(coll_write_conf(t, 0), 0);
+	{
+		ramster *ops;
+
+		assert_int_equal(kill(t->h[0].pid, SIGUSR2), 0);
+		ops = coll_wait_warm(&t->h[0], 20000 * SLOW);
+		assert_non_null(ops);
+		ramster_close(ops);
+	}
+	bad = check_all(r, pool, 1, &eio);
+	fprintf(stderr, "  after the owner's warm restart (now ec_layout = pages): %llu stripes, "
+		"%u pages not identical, %u -EIO, %llu stripe reads\n",
+		(unsigned long long)stat_of(t, 0, "remote_ec_stripes"), bad, eio,
+		(unsigned long long)stat_of(t, 0, "remote_ec_stripe_reads"));
+	assert_int_equal(bad, 0);
+	assert_int_equal(eio, 0);
+	assert_true(stat_of(t, 0, "remote_ec_stripes") > 0);
+	assert_true(stat_of(t, 0, "remote_ec_stripe_reads") > 0);
 	who = busiest(t, 5, dead);
 	on = stat_of(t, who, "foreign_pages");
 	assert_true(on > 0);

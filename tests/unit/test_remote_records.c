@@ -66,6 +66,33 @@ static void test_records(void **state)
 	for (n = 0; n < 52; n++)
 		assert_int_equal(check(REMOTE_TAG_FOREIGN, foreign, n, 2), -EBADMSG);
 	assert_int_equal(check(0x5209, foreign, sizeof(foreign), 2), -EBADMSG);
+
+	/* a stripe: id (number not 0, nothing past 56 bits), a code 2 <= K, 1 <= M, K + M <= 8 */
+	{
+		uint8_t stripe[80] = {0};
+
+		put_le64(stripe, (7ull << 32) | 9);
+		stripe[8] = 4;
+		stripe[9] = 2;
+		assert_int_equal(check(REMOTE_TAG_STRIPE, stripe, sizeof(stripe), 2), 0);
+		for (n = 0; n < 80; n++)
+			assert_int_equal(check(REMOTE_TAG_STRIPE, stripe, n, 2), -EBADMSG);
+		stripe[8] = 1;
+		assert_int_equal(check(REMOTE_TAG_STRIPE, stripe, sizeof(stripe), 2), -EBADMSG);
+		stripe[8] = 7;
+		assert_int_equal(check(REMOTE_TAG_STRIPE, stripe, sizeof(stripe), 2), -EBADMSG);
+		stripe[8] = 4;
+		stripe[9] = 0;
+		assert_int_equal(check(REMOTE_TAG_STRIPE, stripe, sizeof(stripe), 2), -EBADMSG);
+		stripe[9] = 2;
+		stripe[14] = 1; /* padding */
+		assert_int_equal(check(REMOTE_TAG_STRIPE, stripe, sizeof(stripe), 2), -EBADMSG);
+		stripe[14] = 0;
+		put_le64(stripe, 1ull << 56 | 9);
+		assert_int_equal(check(REMOTE_TAG_STRIPE, stripe, sizeof(stripe), 2), -EBADMSG);
+		put_le64(stripe, 7ull << 32);
+		assert_int_equal(check(REMOTE_TAG_STRIPE, stripe, sizeof(stripe), 2), -EBADMSG);
+	}
 }
 
 int main(void)

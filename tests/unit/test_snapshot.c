@@ -405,6 +405,69 @@ static void test_erasure_pages(void **state)
 	zcache_destroy(z);
 }
 
+/* A stripe page (ec_layout = stripes): its slot and stripe id, checked, and saved again as they came. */
+static void test_stripe_pages(void **state)
+{
+	struct zcache *z = tier(16);
+	struct snapshot_loader l;
+	const uint8_t tier_rec[8] = {SNAPSHOT_VERSION};
+	const uint8_t pool_rec[16] = {5, 0, 0, 0, TMEM_PERSISTENT};
+	uint8_t page[40 + 8] = {5}, again[40 + 8];
+	struct snapshot_stats st;
+	int fd, found = 0;
+
+	(void)state;
+	snapshot_loader_init(&l, z);
+	assert_int_equal(snapshot_load_record(&l, SNAPSHOT_TAG_TIER, tier_rec, 8), 0);
+	assert_int_equal(snapshot_load_record(&l, SNAPSHOT_TAG_POOL, pool_rec, 16), 0);
+	page[28] = 4;
+	page[32] = ZCACHE_IMG_STRIPE;
+	page[33] = 3;                       /* data slot 3 */
+	page[40] = 0x45;                    /* stripe number 0x2345 ... */
+	page[41] = 0x23;
+	page[44] = 0x01;                    /* ... generation 0x030201 */
+	page[45] = 0x02;
+	page[46] = 0x03;
+	assert_int_equal(snapshot_load_record(&l, SNAPSHOT_TAG_PAGE, page, 40), -EBADMSG); /* no id */
+	assert_int_equal(snapshot_load_record(&l, SNAPSHOT_TAG_PAGE, page, 47), -EBADMSG);
+	page[33] = 7; /* no data slot 7 */
+	assert_int_equal(snapshot_load_record(&l, SNAPSHOT_TAG_PAGE, page, 48), -EBADMSG);
+	page[33] = 3;
+	page[34] = 100; /* a length: its stripe says it */
+	assert_int_equal(snapshot_load_record(&l, SNAPSHOT_TAG_PAGE, page, 48), -EBADMSG);
+	page[34] = 0;
+	page[47] = 1; /* bits past the id's 56 */
+	assert_int_equal(snapshot_load_record(&l, SNAPSHOT_TAG_PAGE, page, 48), -EBADMSG);
+	page[47] = 0;
+	page[40] = page[41] = 0; /* number 0 */
+	assert_int_equal(snapshot_load_record(&l, SNAPSHOT_TAG_PAGE, page, 48), -EBADMSG);
+	page[40] = 0x45;
+	page[41] = 0x23;
+	assert_int_equal(snapshot_load_record(&l, SNAPSHOT_TAG_PAGE, page, 48), 0);
+	fd = save(z, &st);
+	assert_int_equal(st.pages_remote, 1);
+	{
+		struct image_reader r;
+		const char *why;
+		const uint8_t *p;
+		uint16_t tag;
+		size_t len;
+
+		assert_int_equal(image_read_open(&r, fd, KIND, &why), 0);
+		while (image_next(&r, &tag, &p, &len) == 1)
+			if (tag == SNAPSHOT_TAG_PAGE && p[32] == ZCACHE_IMG_STRIPE) {
+				assert_int_equal(len, 48);
+				memcpy(again, p, len);
+				found = 1;
+			}
+		image_read_close(&r);
+	}
+	assert_true(found);
+	assert_memory_equal(again, page, 48);
+	close(fd);
+	zcache_destroy(z);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -413,6 +476,7 @@ int main(void)
 	    cmocka_unit_test(test_bad_records),
 	    cmocka_unit_test(test_bad_pages),
 	    cmocka_unit_test(test_erasure_pages),
+	    cmocka_unit_test(test_stripe_pages),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

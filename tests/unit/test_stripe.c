@@ -324,6 +324,7 @@ static struct stripe_rec rec_make(unsigned k, unsigned m, const unsigned *lens, 
 		}
 		r.node[s] = (uint8_t)(base + s);
 		r.epoch[s] = (uint8_t)(s + 10);
+		r.version[s] = 1000u * base + s;
 	}
 	return r;
 }
@@ -392,6 +393,75 @@ static void test_table_add_kill_remove(void **state)
 	assert_int_equal(stripe_read(t, id2 + 1, &got), -ENOENT); /* a free entry */
 	stripe_table_destroy(t);
 	stripe_table_destroy(NULL);
+}
+
+/*
+ * A reserved id (the holders' key before the stripe is placed): not a stripe
+ * until filled, freed by remove; a filled one reads back with its versions.
+ * Restore (a warm restart) puts a stripe back under its old id, gone slots too.
+ */
+static void test_table_reserve_fill_restore(void **state)
+{
+	struct stripe_table *t = stripe_table_create(), *t2 = stripe_table_create();
+	static const unsigned lens[] = {100, 200, 0};
+	struct stripe_rec r = rec_make(3, 2, lens, 1), got, bad;
+	uint64_t id, id2, id3;
+	bool empty;
+
+	(void)state;
+	assert_non_null(t);
+	assert_non_null(t2);
+	assert_int_equal(stripe_reserve(t, &id), 0);
+	assert_true(id && !(id >> 56));
+	assert_int_equal(stripe_read(t, id, &got), -ENOENT);
+	assert_int_equal(stripe_kill(t, id, 0, &empty), -ENOENT);
+	assert_int_equal(stripe_move(t, id, 0, 40, 1), -ENOENT);
+	assert_int_equal(stripe_node_gone(t, 1), 0);
+	stats_are(t, 0, 0, 0, 0, 0, 0);
+	/* a reserved entry is not handed out again */
+	assert_int_equal(stripe_add(t, &r, &id2), 0);
+	assert_true(stripe_number(id2) != stripe_number(id));
+	bad = r;
+	bad.L = 1; /* not the longest */
+	assert_int_equal(stripe_fill(t, id, &bad), -EINVAL);
+	assert_int_equal(stripe_fill(t, id, &r), 0);
+	assert_int_equal(stripe_fill(t, id, &r), -ENOENT); /* filled already */
+	assert_int_equal(stripe_read(t, id, &got), 0);
+	assert_memory_equal(&got, &r, sizeof(r));
+	assert_int_equal(got.version[4], 1004);
+	stats_are(t, 2, 4, 0, 0, 2 * 400, 0);
+	/* a reserved id that came to nothing */
+	assert_int_equal(stripe_reserve(t, &id3), 0);
+	assert_int_equal(stripe_remove(t, id3), 0);
+	assert_int_equal(stripe_fill(t, id3, &r), -ENOENT);
+	stats_are(t, 2, 4, 0, 0, 2 * 400, 0);
+
+	/* restored elsewhere under the same ids, a slot gone with it */
+	assert_int_equal(stripe_node_gone(t, 4), 2);
+	assert_int_equal(stripe_read(t, id, &r), 0);
+	assert_int_equal(r.gone, 1u << 3);
+	assert_int_equal(stripe_restore(t2, id, &r), 0);
+	assert_int_equal(stripe_restore(t2, id, &r), -EEXIST);
+	assert_int_equal(stripe_read(t2, id, &got), 0);
+	assert_int_equal(got.gone, 1u << 3);
+	assert_int_equal(got.state, STRIPE_DEGRADED);
+	assert_int_equal(got.version[0], r.version[0]);
+	stats_are(t2, 1, 2, 0, 0, 400, 1);
+	/* a far id grows the table; a bad record or id is refused */
+	assert_int_equal(stripe_restore(t2, (5ull << 32) | 5000, &r), 0);
+	assert_int_equal(stripe_read(t2, (5ull << 32) | 5000, &got), 0);
+	assert_int_equal(stripe_read(t2, (6ull << 32) | 5000, &got), -ENOENT);
+	assert_int_equal(stripe_restore(t2, 0, &r), -EINVAL);
+	assert_int_equal(stripe_restore(t2, 1ull << 56 | 7, &r), -EINVAL);
+	bad = r;
+	bad.node[1] = bad.node[0];
+	assert_int_equal(stripe_restore(t2, 9, &bad), -EINVAL);
+	/* the entries restored around are still free and handed out */
+	assert_int_equal(stripe_add(t2, &r, &id3), 0);
+	assert_int_equal(stripe_read(t2, id3, &got), 0);
+	stats_are(t2, 3, 6, 0, 0, 3 * 400, 2); /* the far one came back degraded too */
+	stripe_table_destroy(t);
+	stripe_table_destroy(t2);
 }
 
 static void test_table_move_and_node_gone(void **state)
@@ -591,6 +661,7 @@ int main(void)
 	    cmocka_unit_test(test_builder_bad),
 	    cmocka_unit_test(test_rebuild_slot_bad),
 	    cmocka_unit_test(test_table_add_kill_remove),
+	    cmocka_unit_test(test_table_reserve_fill_restore),
 	    cmocka_unit_test(test_table_move_and_node_gone),
 	    cmocka_unit_test(test_table_walk_and_stats),
 	    cmocka_unit_test(test_table_bad_records),

@@ -431,7 +431,7 @@ static void c_flush_pool(void *arg, uint64_t nodes, bool pers, uint32_t pool)
 	coll.last_nodes = nodes;
 }
 static const struct zcache_remote_ops c_ops = { c_alive, c_flush_page, c_flush_object,
-						c_flush_pool };
+						c_flush_pool, NULL, NULL };
 
 /* Move every page of one frame to node; returns the bytes that went, by index. */
 static unsigned remotify_one(struct zcache *z, bool pers, unsigned node,
@@ -931,6 +931,151 @@ static void test_frames_reused(void **state)
 	zcache_destroy(z);
 }
 
+/* ---- stripe pages (ec_layout = stripes), with a fake stripe table ------------ */
+
+static struct {
+	int holder_calls, kills;
+	uint64_t last_id;
+	unsigned last_slot;
+	int lost; /* the stripe_holder op answers -ENOENT */
+} stc;
+
+static int s_holder(void *arg, uint64_t id, unsigned slot, struct replica_set *s)
+{
+	(void)arg;
+	stc.holder_calls++;
+	stc.last_id = id;
+	stc.last_slot = slot;
+	if (stc.lost)
+		return -ENOENT;
+	memset(s, 0, sizeof(*s));
+	s->n = 1;
+	s->node[0] = 9;
+	s->epoch[0] = 3;
+	s->len = 1;
+	s->stripe = id;
+	s->slot = slot;
+	return 0;
+}
+
+static void s_kill(void *arg, uint64_t id, unsigned slot)
+{
+	(void)arg;
+	stc.kills++;
+	stc.last_id = id;
+	stc.last_slot = slot;
+}
+
+static const struct zcache_remote_ops s_ops = { c_alive,	c_flush_page, c_flush_object,
+						c_flush_pool,	s_holder,     s_kill };
+
+/*
+ * A stripe page's descriptor names its stripe (the whole id: number and a
+ * 24-bit generation) and data slot; the holder is asked of the stripe
+ * table, a death of the page is told to it (not as a flush of a copy), an
+ * object's flush names no holder for it, and a snapshot carries the id and
+ * slot. zcache_remotify_take_more adds a frame's pages to a taken one.
+ */
+static void test_remote_stripe_pages(void **state)
+{
+	struct zcache *z = mk(1);
+	struct tmem *t = zcache_tmem(z);
+	static struct zcache_out o;
+	static unsigned char saved[ZCACHE_OUT_MAX][PAGE];
+	unsigned char page[PAGE], got[PAGE];
+	struct tmem_oid oid = { { 6, 0, 0 } };
+	struct zcache_stats zs;
+	unsigned i, n, first;
+	uint64_t pampd, ids[ZCACHE_OUT_MAX];
+	uint32_t idx[ZCACHE_OUT_MAX];
+	unsigned lens[ZCACHE_OUT_MAX];
+	int p = tmem_pool_new(t, TMEM_PERSISTENT);
+
+	(void)state;
+	memset(&coll, 0, sizeof(coll));
+	memset(&stc, 0, sizeof(stc));
+	coll.alive = 1;
+	zcache_set_remote(z, &s_ops, NULL);
+	for (i = 0; i < 200; i++) {
+		mkpage(page, i, 1000);
+		assert_int_equal(tmem_put(t, p, &oid, i, page), 0);
+	}
+	assert_int_equal(zcache_remotify_take(z, true, &o), 0);
+	first = o.n;
+	while (o.n < first + 4 && zcache_remotify_take_more(z, &o) == 0)
+		;
+	assert_true(o.n > first);
+	assert_true(o.nmore >= 1);
+	n = o.n;
+	for (i = 0; i < n; i++) {
+		/* generations at the top of their 24 bits, numbers beyond 16 bits */
+		struct replica_set r = { .n = 1, .node = { 9 }, .epoch = { 3 }, .len = o.p[i].len,
+					 .checksum = 77, .slot = i % 7 };
+
+		r.stripe = ((uint64_t)((0xfffff0u + i) & 0xffffffu) << 32) | (0x12345u + i);
+		ids[i] = r.stripe;
+		assert_true(o.p[i].resolved);
+		memcpy(saved[i], o.p[i].data, o.p[i].len);
+		lens[i] = o.p[i].len;
+		idx[i] = o.p[i].h.index;
+		assert_int_equal(zcache_remotify_commit(z, &o, i, &r), 0);
+	}
+	zcache_remotify_done(z, &o);
+	zcache_get_stats(z, &zs);
+	assert_int_equal(zs.remote_pages, n);
+	for (i = 0; i < n; i++) {
+		struct replica_set rs;
+		struct zcache_page_image pi;
+
+		assert_int_equal(tmem_get_ex(t, p, &oid, idx[i], got, &pampd), -EREMOTE);
+		assert_int_equal(zcache_remote_holders(z, pampd, &rs), 0);
+		assert_int_equal(stc.last_id, ids[i]);
+		assert_int_equal(stc.last_slot, i % 7);
+		assert_int_equal(rs.stripe, ids[i]);
+		assert_int_equal(zcache_page_export(z, pampd, &pi), 0);
+		assert_int_equal(pi.kind, ZCACHE_IMG_STRIPE);
+		assert_int_equal(pi.set.stripe, ids[i]);
+		assert_int_equal(pi.set.slot, i % 7);
+	}
+	/* page 0 brought home: its slot dies in its stripe, no copy is flushed */
+	{
+		struct tmem_handle h = { (uint32_t)p, oid, idx[0] };
+		struct replica_set rs;
+		bool home;
+
+		assert_int_equal(tmem_get_ex(t, p, &oid, idx[0], got, &pampd), -EREMOTE);
+		assert_int_equal(zcache_remote_holders(z, pampd, &rs), 0);
+		rs.len = lens[0];
+		rs.checksum = zcache_checksum(saved[0], lens[0]); /* not sealed here */
+		assert_int_equal(zcache_repatriate_finish(z, &h, pampd, &rs, false, 0, saved[0],
+							  lens[0], got, &home),
+				 0);
+		assert_true(home);
+		assert_int_equal(stc.kills, 1);
+		assert_int_equal(stc.last_id, ids[0]);
+		assert_int_equal(stc.last_slot, 0);
+		assert_int_equal(coll.page_flushes, 0);
+	}
+	/* page 1 flushed: its slot dies */
+	assert_int_equal(tmem_flush_page(t, p, &oid, idx[1]), 0);
+	assert_int_equal(stc.kills, 2);
+	assert_int_equal(stc.last_id, ids[1]);
+	assert_int_equal(stc.last_slot, 1 % 7);
+	assert_int_equal(coll.page_flushes, 0);
+	/* a stripe that is gone: its page reads as lost */
+	stc.lost = 1;
+	assert_int_equal(tmem_get(t, p, &oid, idx[2], got), -EIO);
+	stc.lost = 0;
+	/* the object flushed: every remote page's slot dies; no holder is told of the object */
+	assert_int_equal(tmem_flush_object(t, p, &oid), 0);
+	assert_int_equal(stc.kills, (int)n);
+	assert_int_equal(coll.last_nodes, 0);
+	zcache_get_stats(z, &zs);
+	assert_int_equal(zs.remote_pages, 0);
+	zcache_destroy(z);
+}
+
+
 static int run(const char *name, enum zalloc_kind k, enum compress_algo a)
 {
 	const struct CMUnitTest tests[] = {
@@ -945,6 +1090,7 @@ static int run(const char *name, enum zalloc_kind k, enum compress_algo a)
 		cmocka_unit_test(test_stats_names),
 		cmocka_unit_test(test_threads_with_eviction),
 		cmocka_unit_test(test_remote_round_trip),
+		cmocka_unit_test(test_remote_stripe_pages),
 		cmocka_unit_test(test_remote_flush_object_and_pool),
 		cmocka_unit_test(test_remote_dead_node),
 		cmocka_unit_test(test_remotify_stale),
@@ -959,6 +1105,7 @@ static int run(const char *name, enum zalloc_kind k, enum compress_algo a)
 	algo = a;
 	return cmocka_run_group_tests_name(name, tests, NULL, NULL);
 }
+
 
 int main(void)
 {
