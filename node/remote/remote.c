@@ -348,6 +348,13 @@ static void on_peer_up(void *arg, uint32_t node, uint64_t session)
 	replica_usage(zcache_replicas(r->z), &u);
 	if (u.degraded)
 		repair_kick(r);
+	if (r->stripes) {
+		struct stripe_stats st;
+
+		stripe_stats(r->stripes, &st);
+		if (st.degraded)
+			repair_kick(r);
+	}
 
 	if (n) {
 		r->owner_drops += n;
@@ -758,6 +765,7 @@ void remote_foreach_stat(struct remote *r,
 	   "copies a draining peer handed back that were not wanted or placed");
 #undef R
 	{
+		struct stripe_stats sst = {0};
 		struct replica_usage u;
 
 		replica_usage(zcache_replicas(r->z), &u);
@@ -767,8 +775,11 @@ void remote_foreach_stat(struct remote *r,
 		   "redundancy = ec K+M: K (0: copies)");
 		fn(arg, "ec_parity_fragments", r->ec ? erasure_m(r->ec) : 0,
 		   "redundancy = ec K+M: M, the holders a page may lose");
-		fn(arg, "replica_below_target", u.degraded,
-		   "remote persistent pages with fewer live copies than the target now");
+		if (r->stripes)
+			stripe_stats(r->stripes, &sst);
+		fn(arg, "replica_below_target", u.degraded + sst.degraded_pages,
+		   "remote persistent pages with fewer live copies (or stripe fragments) than the "
+		   "target now");
 		fn(arg, "replica_lost_now", u.lost,
 		   "remote persistent pages with no live copy now (gets answer -EIO)");
 	}

@@ -107,6 +107,7 @@ static void ent_account(struct stripe_table *t, const struct ent *e, int sign)
 	t->st.dead_bytes += (uint64_t)sign * dead_bytes;
 	t->st.parity_bytes += (uint64_t)sign * e->m * e->L;
 	t->st.degraded += (uint64_t)(sign * (e->gone != 0));
+	t->st.degraded_pages += (uint64_t)(sign * (e->gone ? __builtin_popcount(e->live) : 0));
 }
 
 static bool rec_valid(const struct stripe_rec *r)

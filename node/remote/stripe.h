@@ -137,6 +137,7 @@ struct stripe_stats {
 	uint64_t dead_bytes;   /* those slots' blob bytes */
 	uint64_t parity_bytes; /* m x L, summed over the stripes */
 	uint64_t degraded;     /* stripes STRIPE_DEGRADED */
+	uint64_t degraded_pages; /* their live pages */
 	uint64_t bytes;	       /* RAM the table takes */
 };
 void stripe_stats(struct stripe_table *t, struct stripe_stats *s);

@@ -51,6 +51,9 @@ cases=(
 	"kill-two|--drill kill-two --replicas 3 --nodes 5"
 	"kill-two-ec|--drill kill-two --redundancy ec4+2 --nodes 7"
 	"drain-ec|--drill drain --redundancy ec2+1 --nodes 5"
+	# the same two with the code across K pages (ec_layout = stripes)
+	"kill-two-ecs|--drill kill-two --redundancy ec4+2 --ec-layout stripes --nodes 7"
+	"drain-ecs|--drill drain --redundancy ec2+1 --ec-layout stripes --nodes 5"
 	# the owner paused or cut off; n1's wall clock stepped (skips without libfaketime)
 	"owner-stop|--drill owner-stop --nodes 3"
 	"owner-partition|--drill owner-partition --nodes 3"

@@ -205,7 +205,8 @@ void write_config(unsigned replicas)
 		"high_watermark = 95\nlow_watermark = 90\n",
 		key, o.heartbeat_ms, o.dead_after_ms);
 	if (o.ec_k)
-		fprintf(f, "redundancy = ec %u+%u\n", o.ec_k, o.ec_m);
+		fprintf(f, "redundancy = ec %u+%u\nec_layout = %s\n", o.ec_k, o.ec_m,
+			o.ec_stripes ? "stripes" : "pages");
 	else
 		fprintf(f, "replicas = %u\n", replicas);
 	/* a get whose only copy is on a paused holder waits for it, up to

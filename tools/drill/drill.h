@@ -61,6 +61,7 @@ struct opts {
 	/* --redundancy ecK+M: the pages erasure-coded. replicas is then M + 1 (the
 	 * holders a page survives losing, plus one: what the verdicts count in) */
 	unsigned ec_k, ec_m;
+	bool ec_stripes; /* --ec-layout stripes: K pages coded together */
 	unsigned local_mb;
 	uint64_t pages;
 	unsigned dead_after_ms, heartbeat_ms;

@@ -119,6 +119,17 @@ static void *signal_thread(void *arg)
 	_exit(128 + sig);
 }
 
+
+/* n1's copies (or stripe slots) made again so far: replica_rereplicated, plus the stripes'. */
+static uint64_t remade(void)
+{
+	uint64_t v = node_stat(1, "replica_rereplicated"), s;
+
+	if (o.ec_stripes && v != NOSTAT && (s = node_stat(1, "remote_ec_stripe_slots_repaired")) != NOSTAT)
+		v += s;
+	return v;
+}
+
 static int drill_run(void)
 {
 	struct result res = {0};
@@ -228,7 +239,7 @@ static int drill_run(void)
 			note("warning: n1 replica_below_target %llu at the fault",
 			     (unsigned long long)res.below_at_fault);
 	}
-	res.rerep0 = node_stat(1, "replica_rereplicated");
+	res.rerep0 = remade();
 	res.rlost0 = node_stat(1, "replica_lost");
 	res.rfail0 = node_stat(1, "replica_repair_failed");
 	atomic_store(&cl.phase, PH_DETECT);
@@ -251,7 +262,7 @@ static int drill_run(void)
 	res.restarts = node_stat(1, "cluster_peer_restarts");
 	atomic_store(&cl.phase, PH_DONE);
 	pthread_join(cl.th, NULL);
-	res.rerep = node_stat(1, "replica_rereplicated");
+	res.rerep = remade();
 	res.rlost = node_stat(1, "replica_lost");
 	res.rfail = node_stat(1, "replica_repair_failed");
 
@@ -307,6 +318,8 @@ static void usage(FILE *f)
 	    "                         needs nodes >= replicas + 1\n"
 	    "  -R, --redundancy ecK+M the pages erasure-coded: K data and M parity fragments\n"
 	    "                         (2 <= K, 1 <= M, K+M <= 8); kill-two: ec4+2 on 7 nodes\n"
+	    "      --ec-layout L      with --redundancy ecK+M: pages (each page coded alone, the\n"
+	    "                         default) or stripes (K pages coded together)\n"
 	    "  -m, --local-mb N       node 1's local tier, MiB (default 4)\n"
 	    "  -p, --pages N          pages written (default: 8x local_mb in pages)\n"
 	    "      --dead-after-ms N  the cluster's dead_after_ms (default 1000)\n"
@@ -346,6 +359,7 @@ int main(int argc, char **argv)
 	    {"nodes", required_argument, NULL, 'n'},
 	    {"replicas", required_argument, NULL, 'r'},
 	    {"redundancy", required_argument, NULL, 'R'},
+	    {"ec-layout", required_argument, NULL, 'E'},
 	    {"local-mb", required_argument, NULL, 'm'},
 	    {"pages", required_argument, NULL, 'p'},
 	    {"dead-after-ms", required_argument, NULL, 'D'},
@@ -397,6 +411,12 @@ int main(int argc, char **argv)
 			}
 			break;
 		}
+		case 'E':
+			if (!strcmp(optarg, "stripes"))
+				o.ec_stripes = true;
+			else if (strcmp(optarg, "pages"))
+				die("--ec-layout: '%s' is neither pages nor stripes", optarg);
+			break;
 		case 'm':
 			o.local_mb = (unsigned)num("--local-mb", optarg, 1, 4096);
 			break;
@@ -462,6 +482,8 @@ int main(int argc, char **argv)
 	 * live peers after the two deaths */
 	if (o.ec_k && o.replicas_set)
 		die("--redundancy ec%u+%u and --replicas: one or the other", o.ec_k, o.ec_m);
+	if (o.ec_stripes && !o.ec_k)
+		die("--ec-layout stripes needs --redundancy ecK+M");
 	if (o.ec_k)
 		o.replicas = o.ec_m + 1; /* the verdicts: M holders may go */
 	else if (!o.replicas_set)

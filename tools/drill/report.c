@@ -69,6 +69,7 @@ static void report_json(const struct result *res, bool pass, const char *why)
 	jout_uint(j, res->nvictims, "victims");
 	jout_uint(j, o.replicas, "replicas");
 	jout_uint(j, o.ec_k, "ec_k");
+	jout_bool(j, o.ec_stripes, "ec_stripes");
 	jout_uint(j, o.ec_m, "ec_m");
 	jout_uint(j, o.dead_after_ms, "dead_after_ms");
 	jout_uint(j, o.heartbeat_ms, "heartbeat_ms");
@@ -153,7 +154,7 @@ void report(const struct result *res, bool pass, const char *why)
 		if (res->victims & (1u << i))
 			printf(" n%u", i);
 	if (o.ec_k)
-		printf(", redundancy ec %u+%u", o.ec_k, o.ec_m);
+		printf(", redundancy ec %u+%u%s", o.ec_k, o.ec_m, o.ec_stripes ? " in stripes" : "");
 	else
 		printf(", replicas %u", o.replicas);
 	printf(", heartbeat %u ms, dead after %u ms\n", o.heartbeat_ms, o.dead_after_ms);
