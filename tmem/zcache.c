@@ -19,87 +19,10 @@
 #include "tmem/replica.h"
 #include "tmem/zalloc.h"
 #include "tmem/zcache.h"
+#include "tmem/zcache_int.h"
 #include "tmem/zdense.h"
 
-/* ---- descriptors ---------------------------------------------------------- */
-
-enum pampd_kind { PAMPD_ZBUD = 1, PAMPD_ZERO = 2, PAMPD_REMOTE = 3 };
-
-/*
- * ZBUD:   bits 2..63 the allocator's handle (zbud or zdense).
- * REMOTE: bit 29 clear: one holder: bits 2..7 node - 1, 8..15 epoch,
- *         16..28 compressed length, 32..63 checksum (adler32 of the bytes; when
- *         sealed, zcache_set_sealed: the low 32 bits of the owner's seal version,
- *         node/remote/seal.h, and the caller has opened the seal before repatriate_finish);
- *         bit 29 set: several holders: the rest is a replica table id;
- *         bit 30 set (29 clear): data slot bits 2..4 of the stripe whose id
- *         (node/remote/stripe.h) is bits 32..63 (number) and 5..28 (generation).
- */
-#define PAMPD_KIND(p) ((unsigned)((p)&3u))
-#define PAMPD_HANDLE(p) ((p) >> 2)
-#define PAMPD_MAKE_ZBUD(h) (((uint64_t)(h) << 2) | PAMPD_ZBUD)
-#define PAMPD_MAKE_ZERO ((uint64_t)PAMPD_ZERO)
-#define PAMPD_REC_BIT (1ull << 29)
-#define PAMPD_IS_REC(p) (PAMPD_KIND(p) == PAMPD_REMOTE && ((p)&PAMPD_REC_BIT))
-#define PAMPD_REC_ID(p) ((p) & ~3ull)
-#define PAMPD_STRIPE_BIT (1ull << 30)
-#define PAMPD_IS_STRIPE(p) \
-	(PAMPD_KIND(p) == PAMPD_REMOTE && !((p)&PAMPD_REC_BIT) && ((p)&PAMPD_STRIPE_BIT))
-#define PAMPD_STRIPE_SLOT(p) ((unsigned)(((p) >> 2) & 7))
-#define PAMPD_STRIPE_ID(p) (((p) >> 32) | (((p) >> 5) & 0xffffffull) << 32)
-
-/* Victims tried by one put before it is refused for want of room. */
-#define EVICT_TRIES 16
-
-/* ---- structures ------------------------------------------------------------ */
-
-struct zcache {
-	struct tmem *tmem;
-	bool crash;                       /* zcache_config.crash: the tier outlives a crash */
-	void *za;                         /* the allocator (zbud or zdense) */
-	const struct zalloc_ops *za_ops;
-	enum compress_algo algo;
-	struct compress_policy policy;
-	atomic_uint_fast64_t budget_frames; /* local_mb, or the elastic tier's budget now */
-	uint64_t capacity_frames;           /* what the allocator was made with: the most */
-	atomic_uint_fast64_t trimmed_frames; /* frames whose memory zcache_trim gave back */
-
-	atomic_uint_fast64_t pers_pages;  /* compressed persistent pages ... */
-	atomic_uint_fast64_t pers_bytes;  /* ... and their bytes: the policy's mean */
-	atomic_uint_fast64_t zero_pages, zero_puts;
-	atomic_uint_fast64_t raw_pages, raw_puts; /* pages kept raw (huge class) */
-	atomic_uint_fast64_t refused_poor, refused_nospace, refused_error, refused_meta;
-	atomic_uint_fast64_t evicted_frames, evicted_pages, evict_busy, evicted_over_share;
-	atomic_uint_fast64_t decompress_errors;
-	atomic_uint_fast64_t remote_pages, remotified, remotify_stale, repatriated, brought_home;
-	atomic_uint_fast64_t checksum_errors, remote_lost;
-
-	struct replica_table *replicas;         /* holders of pages with several copies */
-	const struct zcache_remote_ops *remote; /* the collective, or NULL */
-	void *remote_arg;
-	atomic_uint_fast64_t home_limit;        /* frames; bring pages home below it (any thread) */
-	bool sealed;                            /* checksum fields hold seal versions (set before
-						 * the remotify thread starts, read-only after) */
-};
-
-#define CNT_ADD(c, v) atomic_fetch_add_explicit(&(c), (v), memory_order_relaxed)
-#define CNT_SUB(c, v) atomic_fetch_sub_explicit(&(c), (v), memory_order_relaxed)
-#define CNT_INC(c) CNT_ADD(c, 1)
-#define CNT_GET(c) atomic_load_explicit(&(c), memory_order_relaxed)
-
 /* ---- remote descriptors ------------------------------------------------------ */
-
-static uint64_t pampd_make_single(unsigned node, unsigned epoch, unsigned len, uint32_t checksum)
-{
-	return PAMPD_REMOTE | (uint64_t)((node - 1) & 63) << 2 | (uint64_t)(epoch & 255) << 8 |
-	       (uint64_t)(len & 8191) << 16 | (uint64_t)checksum << 32;
-}
-
-static uint64_t pampd_make_stripe(uint64_t id, unsigned slot)
-{
-	return PAMPD_REMOTE | PAMPD_STRIPE_BIT | (uint64_t)(slot & 7) << 2 |
-	       ((id >> 32) & 0xffffffull) << 5 | (uint64_t)(uint32_t)id << 32;
-}
 
 int zcache_remote_holders(struct zcache *z, uint64_t pampd, struct replica_set *r)
 {
@@ -159,7 +82,7 @@ uint32_t zcache_checksum(const void *data, size_t len)
 static __thread unsigned char zcache_cbuf[COMPRESS_BOUND];
 
 /* Is this stored length a raw page (the allocator's huge class)? */
-static bool zcache_is_raw(const struct zcache *z, unsigned len)
+bool zcache_is_raw(const struct zcache *z, unsigned len)
 {
 	return z->za_ops->huge_len && len == z->za_ops->huge_len;
 }
@@ -173,7 +96,7 @@ static const unsigned char zcache_zero_mark[1] = {0};
 #define ZCACHE_ZERO_MARK_LEN 1
 
 /* Bring a stored page (compressed, raw, or the zero mark) back into page. @return 0 or -EIO. */
-static int zcache_unpage(const struct zcache *z, const void *data, size_t len, void *page)
+int zcache_unpage(const struct zcache *z, const void *data, size_t len, void *page)
 {
 	if (len == ZCACHE_ZERO_MARK_LEN && !*(const unsigned char *)data) {
 		memset(page, 0, COMPRESS_PAGE_SIZE);
@@ -187,7 +110,7 @@ static int zcache_unpage(const struct zcache *z, const void *data, size_t len, v
 }
 
 /* A persistent page of len stored bytes comes (+1) or goes (-1): the policy's mean, raw counts. */
-static void zcache_account(struct zcache *z, bool pers, unsigned len, int dir)
+void zcache_account(struct zcache *z, bool pers, unsigned len, int dir)
 {
 	if (zcache_is_raw(z, len)) {
 		if (dir > 0)
@@ -668,262 +591,6 @@ uint64_t zcache_trim(struct zcache *z, uint64_t max)
 	if (n)
 		atomic_fetch_add(&z->trimmed_frames, n);
 	return n;
-}
-
-/*
- * Name victim v's pages in o after the first base. Taken under the
- * allocator's lock: a put that releases a page now leaves the zombie's bytes
- * alone (the commit then finds it stale).
- */
-static void out_fill(struct zcache *z, struct zcache_out *o, const struct zalloc_victim *v,
-		     unsigned base)
-{
-	unsigned i, flags;
-
-	for (i = 0; i < v->n; i++) {
-		struct zcache_out_page *p = &o->p[base + i];
-
-		p->ref = (struct tmem_ref){ v->ref[i].objno, v->ref[i].index };
-		p->handle = v->handle[i];
-		p->data = v->data[i];
-		p->len = v->len[i];
-		p->checksum = p->data && !z->sealed ? zcache_checksum(p->data, p->len) : 0;
-		p->resolved = p->data && tmem_ref_resolve(z->tmem, p->ref, &p->h, &flags) == 0;
-		p->pers = p->resolved && (flags & TMEM_PERSISTENT);
-	}
-}
-
-int zcache_remotify_take_more(struct zcache *z, struct zcache_out *o)
-{
-	struct zalloc_victim v;
-
-	if (o->nmore == ZCACHE_OUT_UNITS - 1 || o->n >= ZCACHE_OUT_MAX)
-		return -ENOSPC;
-	if (z->za_ops->zombify_lru(z->za, o->pers, &v))
-		return -ENOENT;
-	if (o->n + v.n > ZCACHE_OUT_MAX) {
-		z->za_ops->zombie_done(z->za, v.frame); /* back on the LRU, untouched */
-		return -ENOSPC;
-	}
-	o->more[o->nmore++] = v.frame;
-	o->frames += v.frames;
-	out_fill(z, o, &v, o->n);
-	o->n += v.n;
-	return 0;
-}
-
-int zcache_remotify_take(struct zcache *z, bool pers, struct zcache_out *o)
-{
-	struct zalloc_victim v;
-
-	if (z->za_ops->zombify_lru(z->za, pers, &v))
-		return -ENOENT;
-	o->frame = v.frame;
-	o->nmore = 0;
-	o->pers = pers;
-	o->frames = v.frames;
-	o->n = v.n;
-	out_fill(z, o, &v, 0);
-	return 0;
-}
-
-struct release_arg {
-	struct zcache *z;
-	uint64_t handle;
-};
-
-/* tmem_replace_then's then: a frame's page released under its bucket lock. */
-static void release_then(void *arg)
-{
-	struct release_arg *a = arg;
-
-	a->z->za_ops->release(a->z->za, a->handle);
-}
-
-int zcache_remotify_commit(struct zcache *z, struct zcache_out *o, unsigned i,
-			   const struct replica_set *r)
-{
-	struct zcache_out_page *p = &o->p[i];
-	uint64_t pampd, id = 0;
-	int ret;
-
-	if (r->stripe) {
-		pampd = pampd_make_stripe(r->stripe, r->slot);
-	} else if (r->n == 1 && !r->raddr[0]) {
-		pampd = pampd_make_single(r->node[0], r->epoch[0], r->len, r->checksum);
-	} else {
-		ret = replica_add(z->replicas, &p->h, p->pers, r, &id);
-		if (ret)
-			return ret;
-		pampd = PAMPD_REMOTE | id;
-	}
-	/* a tier that outlives a crash releases the frame's copy under the bucket
-	 * lock, with the swap: its loader must never find the copy live once the
-	 * object may be gone (and its number reused); others after the lock */
-	ret = tmem_replace_then(z->tmem, p->ref, PAMPD_MAKE_ZBUD(p->handle), pampd, false,
-				z->crash ? release_then : NULL,
-				&(struct release_arg){z, p->handle});
-	if (ret) {
-		if (id)
-			replica_remove(z->replicas, id);
-		CNT_INC(z->remotify_stale);
-		return -ENOENT;
-	}
-	if (!z->crash)
-		z->za_ops->release(z->za, p->handle);
-	if (p->pers || zcache_is_raw(z, p->len))
-		zcache_account(z, p->pers, p->len, -1);
-	CNT_INC(z->remote_pages);
-	CNT_INC(z->remotified);
-	return 0;
-}
-
-void zcache_remotify_done(struct zcache *z, struct zcache_out *o)
-{
-	unsigned i;
-
-	z->za_ops->zombie_done(z->za, o->frame);
-	for (i = 0; i < o->nmore; i++)
-		z->za_ops->zombie_done(z->za, o->more[i]);
-}
-
-struct home_ctx {
-	struct zcache *z;
-	uint64_t expect;
-	bool destructive;
-	int result;
-	const void *cdata;
-	size_t clen;
-	bool home;
-};
-
-/* Under the handle's bucket lock (tmem_update): settle the handle after a remote get. */
-static int zcache_home_fn(void *arg, struct tmem_ref ref, bool pers, uint64_t *pampd)
-{
-	struct home_ctx *c = arg;
-	struct zcache *z = c->z;
-	struct zalloc_stats zs;
-	uint64_t handle;
-
-	if (*pampd != c->expect)
-		return 0; /* changed meanwhile: the new page is not ours to touch */
-	if (c->result && !pers) {
-		*pampd = 0; /* a lost ephemeral page stays a miss (get-get) */
-		CNT_SUB(z->remote_pages, 1);
-		return 0;
-	}
-	if (c->result)
-		return 0; /* a lost persistent page keeps answering -EIO */
-	if (c->destructive) {
-		*pampd = 0; /* the holder deleted it as it answered */
-		CNT_SUB(z->remote_pages, 1);
-		return 0;
-	}
-	z->za_ops->get_stats(z->za, &zs);
-	if (!pers || zs.frames >= CNT_GET(z->home_limit))
-		return 0;
-	if (z->za_ops->store(z->za, pers, c->cdata, (unsigned)c->clen,
-			     (struct zbud_ref){ ref.objno, ref.index }, &handle))
-		return 0;
-	if (PAMPD_IS_REC(*pampd))
-		replica_remove(z->replicas, PAMPD_REC_ID(*pampd));
-	if (PAMPD_IS_STRIPE(*pampd) && z->remote && z->remote->stripe_kill)
-		z->remote->stripe_kill(z->remote_arg, PAMPD_STRIPE_ID(*pampd),
-				       PAMPD_STRIPE_SLOT(*pampd));
-	*pampd = PAMPD_MAKE_ZBUD(handle);
-	zcache_account(z, pers, (unsigned)c->clen, +1);
-	CNT_SUB(z->remote_pages, 1);
-	CNT_INC(z->brought_home);
-	c->home = true;
-	return 0;
-}
-
-int zcache_repatriate_finish(struct zcache *z, const struct tmem_handle *h, uint64_t expect,
-			     const struct replica_set *r, bool destructive, int result,
-			     const void *cdata, size_t clen, void *page, bool *home)
-{
-	struct home_ctx c = { z, expect, destructive, 0, cdata, clen, false };
-
-	*home = false;
-	if (PAMPD_KIND(expect) != PAMPD_REMOTE || !r)
-		return -EINVAL;
-	if (result == 0) {
-		if (clen != r->len || (!z->sealed && zcache_checksum(cdata, clen) != r->checksum)) {
-			CNT_INC(z->checksum_errors);
-			result = -EIO;
-		} else if (zcache_unpage(z, cdata, clen, page)) {
-			CNT_INC(z->decompress_errors);
-			result = -EIO;
-		}
-	} else {
-		CNT_INC(z->remote_lost);
-		result = -EIO;
-	}
-	c.result = result;
-	tmem_update(z->tmem, h, zcache_home_fn, &c);
-	*home = c.home;
-	if (result == 0)
-		CNT_INC(z->repatriated);
-	/* an ephemeral page that could not be had is a miss */
-	return result;
-}
-
-struct move_ctx {
-	struct zcache *z;
-	uint64_t expect;
-	unsigned from, to, epoch;
-	uint64_t now;
-	int ret;
-};
-
-/* Under the handle's bucket lock (tmem_update): the copy on from is now on to. */
-static int zcache_move_fn(void *arg, struct tmem_ref ref, bool pers, uint64_t *pampd)
-{
-	struct move_ctx *c = arg;
-	struct replica_set r;
-	uint64_t id;
-
-	c->ret = -ENOENT;
-	if (*pampd != c->expect || PAMPD_IS_STRIPE(*pampd) ||
-	    zcache_remote_holders(c->z, *pampd, &r))
-		return 0; /* changed meanwhile: the moved copy is stale (a stripe moves in its table) */
-	if (!PAMPD_IS_REC(*pampd)) {
-		if (r.node[0] != c->from)
-			return 0;
-		*pampd = pampd_make_single(c->to, c->epoch, r.len, r.checksum);
-	} else {
-		c->ret = replica_move(c->z->replicas, PAMPD_REC_ID(*pampd), c->from, c->to, c->epoch,
-				      &id);
-		if (c->ret)
-			return 0;
-		*pampd = PAMPD_REMOTE | id;
-	}
-	c->now = *pampd;
-	c->ret = 0;
-	return 0;
-}
-
-int zcache_remote_move(struct zcache *z, const struct tmem_handle *h, uint64_t expect,
-		       unsigned from, unsigned to, unsigned epoch, uint64_t *now)
-{
-	struct move_ctx c = { z, expect, from, to, epoch, 0, -ENOENT };
-
-	if (PAMPD_KIND(expect) != PAMPD_REMOTE || to < 1 || to > 64)
-		return -EINVAL;
-	tmem_update(z->tmem, h, zcache_move_fn, &c);
-	if (c.ret == 0 && now)
-		*now = c.now;
-	return c.ret;
-}
-
-uint64_t zcache_replica_pampd(uint64_t id)
-{
-	return PAMPD_REMOTE | id;
-}
-
-struct replica_table *zcache_replicas(struct zcache *z)
-{
-	return z->replicas;
 }
 
 /* ---- life cycle -------------------------------------------------------------------- */
