@@ -12,7 +12,7 @@
  *   1. a pool's bucket lock (one of TMEM_BUCKETS per pool, by oid hash);
  *   2. the object-table lock (objno -> object);
  *   3. the data side's own locks (the allocator's mutex: zdense or zbud; the replica table's mutex;
- *      never both at once).
+ *      the stripe table's, through zcache's stripe ops; never two at once).
  * The pool table has its own lock, never held with any other; pools are
  * reference counted. A data-side callback that needs another handle's bucket
  * (eviction) must use tmem_replace() with trylock; the bucket the calling

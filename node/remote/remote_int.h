@@ -294,7 +294,8 @@ struct remote {
 	uint64_t ec_fragments_late;  /* answers (or failures) after the page was read: dropped */
 	uint64_t ec_fallback_copies; /* pages placed as M+1 copies: fewer than K+M peers live */
 	/* ec_layout = stripes (stripe_io.c) */
-	struct stripe_table *stripes;  /* the stripes placed; NULL: pages are coded one by one */
+	struct stripe_table *stripes;  /* the stripes placed (ec_layout = stripes, or kept by a warm
+					* restart); NULL: none */
 	struct stripe_builder *sb;     /* the remotify thread's own; set: ec_layout = stripes */
 	uint64_t ec_stripes_placed, ec_stripes_failed, ec_stripe_pages;
 	uint64_t ec_stripe_reads, ec_stripe_degraded_reads;
