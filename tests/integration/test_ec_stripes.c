@@ -13,6 +13,9 @@
  *   - a drained holder hands its fragments back: each is made again from the
  *     others and placed elsewhere, and every page still reads back;
  *   - every page flushed: every stripe is flushed, no fragment stays on a holder;
+ *   - a third of the pages overwritten: their old slots die (counted dead, kept
+ *     for the parity), every page reads back at its own version, and the flush
+ *     of every page leaves no fragment, dead ones included;
  *   - a lying holder (garbage in every answer): the seal refuses what it
  *     made, the stripe's other slots make the page, none wrong, none -EIO.
  */
@@ -201,6 +204,60 @@ static void test_stripes_drain(void **state)
 	ramster_close(r);
 }
 
+/* Every third page at version 2, the others at 1 (test_stripes_overwrite). */
+static void mixed_page(unsigned char *p, uint64_t i, uint64_t seed)
+{
+	(void)seed;
+	coll_page_text(p, i, i % 3 == 0 ? 2 : 1);
+}
+
+/*
+ * Pages overwritten in place: each old copy's slot dies in its stripe (its
+ * bytes stay for the parity, counted as dead), the new ones go out in new
+ * stripes; every page reads back at its own version; then every page
+ * flushed leaves no fragment behind, dead ones included.
+ */
+static void test_stripes_overwrite(void **state)
+{
+	struct coll *t = *state;
+	bool dead[5] = {false};
+	static unsigned char p[PAGE];
+	struct coll_read got;
+	uint64_t dead_pages, dead_bytes, live;
+	unsigned i, bad;
+	ramster *r;
+	int pool;
+
+	r = start_and_fill(t, 4, NULL, &pool);
+	for (i = 0; i < PAGES; i += 3) {
+		struct ramster_oid oid = harness_oid(25, i / PER_OBJ);
+		int rc, tries = 0;
+
+		coll_page_text(p, i, 2);
+		while ((rc = ramster_put(r, pool, &oid, i % PER_OBJ, p)) == -ENOSPC && ++tries < 1500)
+			usleep(20000);
+		assert_int_equal(rc, 0);
+	}
+	wait_remote(t);
+	dead_pages = stat_of(t, 0, "remote_ec_stripe_dead_pages");
+	dead_bytes = stat_of(t, 0, "remote_ec_stripe_dead_bytes");
+	live = stat_of(t, 0, "remote_ec_stripe_live_pages");
+	bad = (unsigned)coll_read_back(r, pool, 25, PER_OBJ, PAGES, mixed_page, 0, &got);
+	fprintf(stderr, "  a third of the pages overwritten: %llu live and %llu dead pages in "
+		"%llu stripes (%llu dead bytes, %llu flushed whole); %u not identical, %llu -EIO\n",
+		(unsigned long long)live, (unsigned long long)dead_pages,
+		(unsigned long long)stat_of(t, 0, "remote_ec_stripes"),
+		(unsigned long long)dead_bytes,
+		(unsigned long long)stat_of(t, 0, "remote_ec_stripes_flushed"), bad,
+		(unsigned long long)got.eio);
+	assert_int_equal(bad, 0);
+	assert_int_equal(got.eio, 0);
+	assert_true(dead_pages > 0);
+	assert_true(dead_bytes > 0);
+	flush_all_and_check_empty(t, r, pool, 4, dead);
+	ramster_close(r);
+}
+
 static void test_stripes_liar(void **state)
 {
 	struct coll *t = *state;
@@ -229,6 +286,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_stripes_kill_repair_flush, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_stripes_drain, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_stripes_overwrite, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_stripes_liar, setup, teardown),
 	};
 	const char *slow = getenv("RAMSTER_TEST_SLOW");
