@@ -128,7 +128,6 @@ struct sremake {
 	struct sask ask[ERASURE_MAX];
 	unsigned outstanding;
 	uint32_t have;     /* slots had (an empty data slot: from the start) */
-	uint32_t tried;    /* sets of K tried: the newest fragment's, each once */
 	bool done;
 	bool transient;
 	bool bad;          /* a set of K made bytes verify refused */
@@ -156,7 +155,10 @@ static void remake_end(struct sremake *sr, int result)
 		free(sr);
 }
 
-/* Try the sets of K among those had that hold slot newest. @return 0 made (and verified). */
+/*
+ * Try the sets of K among those had that hold slot newest (each set is tried
+ * once: when its last fragment came). @return 0 made (and verified).
+ */
 static int remake_try(struct sremake *sr, unsigned newest)
 {
 	unsigned k = sr->rec.k, n = sr->rec.k + sr->rec.m;
