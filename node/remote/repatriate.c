@@ -298,23 +298,15 @@ static int get_stripe_verify(void *arg, const uint8_t *blob, size_t len)
 	return seal_open(g->r->seal, &g->h, g->set.checksum, g->set.len, blob, len, g->plain);
 }
 
-/* A stripe page made from K other fragments (its holder failed), or not. */
+/* A stripe page made from K other fragments (its holder failed), or not: settled as an
+ * erasure-coded page's (get_stripe_verify opened it into g->plain). */
 static void get_stripe_cb(void *arg, int result, bool transient, const uint8_t *blob, size_t len)
 {
 	struct rget *g = arg;
 
-	(void)blob;
-	(void)len;
-	if (result == 0) {
+	if (result == 0)
 		g->r->ec_stripe_degraded_reads++;
-		get_finish(g, 0, g->plain, g->set.len); /* get_stripe_verify opened it */
-		return;
-	}
-	if (transient)
-		g->transient = true;
-	if (result != -ECANCELED && get_retry_later(g))
-		return;
-	get_finish(g, result, NULL, 0);
+	get_frags_cb(g, result, transient, blob, len, g->plain, g->set.len);
 }
 
 /* Ask the next live holder in order; with none left the page is lost. */
