@@ -12,6 +12,8 @@
 # 15 %, which still catches a spinning core, and it measures 4 s, not 10
 # (a spinning core shows in 4 s as in 10). Needs RAMSTER_BIN.
 # RAMSTER_IDLE_S sets the measured seconds (default 10; 4 in a sanitizer build).
+# A window over a floor is measured twice more and the median of three counts
+# (measure, below): a host that steals one window does not fail the test.
 set -u
 . "$(dirname "$0")/lib.sh"
 lib_init test_idle
@@ -35,22 +37,81 @@ ticks() {
 	sed 's/^.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'
 }
 
-# measure NAME FLOOR PID...: each PID's CPU over $SECS s, in % of a core; fail over FLOOR
-measure() {
-	local name=$1 floor=$2 hz p bad=0
-	shift 2
+# machine: the whole machine's busy jiffies and all jiffies so far (/proc/stat)
+machine() {
+	awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat
+}
+
+# threads PID: each thread's name and CPU ticks so far, a line each
+threads() {
+	local t
+	for t in /proc/"$1"/task/*; do
+		printf '%s/%s %s\n' "$(basename "$t")" "$(cat "$t/comm" 2>/dev/null)" \
+			"$(sed 's/^.*) //' "$t/stat" 2>/dev/null | awk '{ print $12 + $13 }')"
+	done
+}
+
+# window PID...: one window of $SECS s; sets pct[i] (% of a core) for each PID and
+# prints the machine's load over it; a PID over $floor also gets its threads' shares
+window() {
+	local hz p i=0 m0 m1
 	hz=$(getconf CLK_TCK)
 	local -a t0=()
-	for p in "$@"; do t0+=("$(ticks "$p")"); done
+	for p in "$@"; do
+		t0+=("$(ticks "$p")")
+		threads "$p" >"$T/threads.$p.0"
+	done
+	m0=$(machine)
 	sleep "$SECS"
+	m1=$(machine)
+	for p in "$@"; do
+		local t1
+		t1=$(ticks "$p") || { echo "pid $p exited"; return 1; }
+		pct[$i]=$(awk -v a="${t0[$i]}" -v b="$t1" -v hz="$hz" -v s="$SECS" \
+			'BEGIN { printf "%.2f", (b - a) * 100 / hz / s }')
+		if ! awk -v v="${pct[$i]}" -v f="$floor" 'BEGIN { exit !(v < f) }'; then
+			threads "$p" >"$T/threads.$p.1"
+			echo "  pid $p over the floor (${pct[$i]} %): its threads' ticks in the window:"
+			join <(sort "$T/threads.$p.0") <(sort "$T/threads.$p.1") | awk '$3 > $2 { print "    " $1, $3 - $2 }'
+		fi
+		i=$((i + 1))
+	done
+	# the machine as a whole (both cores = 200 %): a busy or noisy host shows here
+	echo "$m0 $m1" | awk '{ printf "  the machine was busy %.1f %% of its time over the window\n",
+		($3 - $1) * 100 / ($4 - $2) }'
+}
+
+# measure NAME FLOOR PID...: each PID's CPU over $SECS s, in % of a core; fail
+# over FLOOR. A window whose figures all pass is the result (the usual case); if
+# any is over the floor, two more windows are measured and each PID's median of
+# the three counts: a spinning loop fails every window, while a host that stole
+# one window (CI once measured 2.00 % on a node that idles at 0.3 %) does not
+# fail the test. Every window's figures are printed.
+measure() {
+	local name=$1 floor=$2 p bad=0 w n=$(($# - 2))
+	shift 2
+	local -a pct=() all=()
+	for w in 1 2 3; do
+		window "$@" || return 1
+		local i over=0
+		for ((i = 0; i < n; i++)); do
+			all[$((i * 3 + w - 1))]=${pct[$i]}
+			echo "$name: window $w: pid ${*:i+1:1} used ${pct[$i]} % of a core over $SECS s"
+			awk -v v="${pct[$i]}" -v f="$floor" 'BEGIN { exit !(v < f) }' || over=1
+		done
+		[ $over = 0 ] && [ $w = 1 ] && break
+	done
 	local i=0
 	for p in "$@"; do
-		local t1 pct
-		t1=$(ticks "$p") || { echo "$name: pid $p exited"; return 1; }
-		pct=$(awk -v a="${t0[$i]}" -v b="$t1" -v hz="$hz" -v s="$SECS" \
-			'BEGIN { printf "%.2f", (b - a) * 100 / hz / s }')
-		echo "$name: pid $p used $pct % of a core over $SECS s (floor < $floor %)"
-		awk -v v="$pct" -v f="$floor" 'BEGIN { exit !(v < f) }' || bad=1
+		local med
+		if [ "$w" = 1 ]; then
+			med=${all[$((i * 3))]}
+		else
+			med=$(printf '%s\n' "${all[$((i * 3))]}" "${all[$((i * 3 + 1))]}" \
+				"${all[$((i * 3 + 2))]}" | sort -g | sed -n 2p)
+		fi
+		echo "$name: pid $p used $med % of a core over $SECS s$([ "$w" = 1 ] || echo " (median of 3 windows)") (floor < $floor %)"
+		awk -v v="$med" -v f="$floor" 'BEGIN { exit !(v < f) }' || bad=1
 		i=$((i + 1))
 	done
 	return $bad
@@ -95,12 +156,24 @@ start_collective() {
 	wait_peers alpha 2 15
 }
 
+# links NAME...: each node's link and wake counters (a link re-made over and over,
+# or a loop woken far more often than its heartbeats, shows here)
+links() {
+	local n
+	for n in "$@"; do
+		echo "$n:" $("$BIN/ramsterctl" --socket "$T/$n.sock" stats |
+			grep -E '^(cluster_(dials|reconnects|handshakes|links_lost|links_replaced|heartbeats_sent|heartbeats_received)|loop_batches) ' |
+			awk '{ printf "%s %s  ", $1, $2 }')
+	done
+}
+
 t_collective() {
 	start_collective || return 1
 	sleep 1
 	measure collective "$coll_floor" "${coll_pids[@]}"
 	local rc=$?
 	"$BIN/ramsterctl" --socket "$T/alpha.sock" stats | grep -E '^(loop_(busy|batches)|remote_remotify_)'
+	links alpha beta gamma
 	return $rc
 }
 
@@ -122,6 +195,7 @@ t_after_work() {
 	local rc=$?
 	"$BIN/ramsterctl" --socket "$T/alpha.sock" stats |
 		grep -E '^(loop_busy|remote_remotify_|tier_remotified )'
+	links alpha beta gamma
 	return $rc
 }
 
