@@ -50,6 +50,15 @@ bool zcache_pampd_is_remote(uint64_t pampd)
 	return PAMPD_KIND(pampd) == PAMPD_REMOTE;
 }
 
+bool zcache_pampd_stripe(uint64_t pampd, uint64_t *id, unsigned *slot)
+{
+	if (!PAMPD_IS_STRIPE(pampd))
+		return false;
+	*id = PAMPD_STRIPE_ID(pampd);
+	*slot = PAMPD_STRIPE_SLOT(pampd);
+	return true;
+}
+
 /* The crash table's test (tmem_pamops.in_tier): a zero or remote page has no slot. */
 static bool zcache_pampd_in_tier(uint64_t pampd)
 {
@@ -563,6 +572,11 @@ void zcache_set_home_limit(struct zcache *z, uint64_t frames)
 	atomic_store_explicit(&z->home_limit, frames, memory_order_relaxed);
 }
 
+void zcache_set_compact_limit(struct zcache *z, uint64_t frames)
+{
+	atomic_store_explicit(&z->compact_limit, frames, memory_order_relaxed);
+}
+
 void zcache_set_budget(struct zcache *z, uint64_t frames)
 {
 	uint64_t old = atomic_load(&z->budget_frames), home;
@@ -577,6 +591,10 @@ void zcache_set_budget(struct zcache *z, uint64_t frames)
 	home = atomic_load_explicit(&z->home_limit, memory_order_relaxed);
 	if (old)
 		zcache_set_home_limit(z, (uint64_t)((double)home * (double)frames / (double)old));
+	home = atomic_load_explicit(&z->compact_limit, memory_order_relaxed);
+	if (old)
+		zcache_set_compact_limit(z,
+					 (uint64_t)((double)home * (double)frames / (double)old));
 }
 
 uint64_t zcache_capacity_frames(struct zcache *z)
@@ -638,6 +656,7 @@ struct zcache *zcache_create(const struct zcache_config *cfg)
 	if (!z->za)
 		goto fail;
 	atomic_init(&z->home_limit, frames * 8 / 10);
+	atomic_init(&z->compact_limit, frames * 9 / 10);
 	z->replicas = replica_create();
 	if (!z->replicas)
 		goto fail_zbud;

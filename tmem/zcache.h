@@ -134,6 +134,8 @@ void zcache_set_remote(struct zcache *z, const struct zcache_remote_ops *ops, vo
 
 /* Is pampd a remote descriptor (one holder or several)? */
 bool zcache_pampd_is_remote(uint64_t pampd);
+/* Whether pampd is a stripe page's (ec_layout = stripes): then its stripe's id and its slot. */
+bool zcache_pampd_stripe(uint64_t pampd, uint64_t *id, unsigned *slot);
 
 /*
  * The holders of remote descriptor pampd. @return 0 with *r filled;
@@ -173,6 +175,8 @@ unsigned zcache_usage_pct(struct zcache *z);
 /* Frames above which a repatriated persistent page is not brought home. Any
  * thread, at any time (a relaxed atomic: a get in flight sees the old or new). */
 void zcache_set_home_limit(struct zcache *z, uint64_t frames);
+/* The same for a compaction's gets (ZCACHE_FIN_COMPACT): a higher limit. */
+void zcache_set_compact_limit(struct zcache *z, uint64_t frames);
 
 /*
  * local_mb = auto (node/elastic/): the tier's budget now, 1..the frames it
@@ -244,13 +248,19 @@ void zcache_remotify_done(struct zcache *z, struct zcache_out *o);
  * Finish a get of a remote page: h had descriptor expect with holders r when
  * the get began and a holder answered result (0 with cdata/clen, or -errno).
  * Verifies the checksum, decompresses into page, and updates the handle: a
- * private ephemeral get (destructive) or a lost ephemeral page removes it; a
- * persistent page is brought home (stored locally) when the tier has room.
+ * private ephemeral get (ZCACHE_FIN_DESTRUCTIVE) or a lost ephemeral page
+ * removes it; a persistent page is brought home (stored locally) when the
+ * tier is under its home limit (under its compact limit with
+ * ZCACHE_FIN_COMPACT: node/remote/compact.c).
  * *home is set when it was (then the caller flushes every copy in r).
  * @return 0 filled; -ENOENT miss; -EIO lost or corrupt.
  */
+enum {
+	ZCACHE_FIN_DESTRUCTIVE = 1, /* the holder deleted the page as it answered */
+	ZCACHE_FIN_COMPACT = 2,     /* a stripe's compaction: home below the compact limit */
+};
 int zcache_repatriate_finish(struct zcache *z, const struct tmem_handle *h, uint64_t expect,
-			     const struct replica_set *r, bool destructive, int result,
+			     const struct replica_set *r, unsigned flags, int result,
 			     const void *cdata, size_t clen, void *page, bool *home);
 
 /*

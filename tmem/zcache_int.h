@@ -73,6 +73,7 @@ struct zcache {
 	const struct zcache_remote_ops *remote; /* the collective, or NULL */
 	void *remote_arg;
 	atomic_uint_fast64_t home_limit;        /* frames; bring pages home below it (any thread) */
+	atomic_uint_fast64_t compact_limit;     /* the same for a stripe's compaction */
 	bool sealed;                            /* checksum fields hold seal versions (set before
 						 * the remotify thread starts, read-only after) */
 };

@@ -130,7 +130,7 @@ void zcache_remotify_done(struct zcache *z, struct zcache_out *o)
 struct home_ctx {
 	struct zcache *z;
 	uint64_t expect;
-	bool destructive;
+	unsigned flags; /* ZCACHE_FIN_* */
 	int result;
 	const void *cdata;
 	size_t clen;
@@ -154,13 +154,14 @@ static int zcache_home_fn(void *arg, struct tmem_ref ref, bool pers, uint64_t *p
 	}
 	if (c->result)
 		return 0; /* a lost persistent page keeps answering -EIO */
-	if (c->destructive) {
+	if (c->flags & ZCACHE_FIN_DESTRUCTIVE) {
 		*pampd = 0; /* the holder deleted it as it answered */
 		CNT_SUB(z->remote_pages, 1);
 		return 0;
 	}
 	z->za_ops->get_stats(z->za, &zs);
-	if (!pers || zs.frames >= CNT_GET(z->home_limit))
+	if (!pers || zs.frames >= (c->flags & ZCACHE_FIN_COMPACT ? CNT_GET(z->compact_limit)
+								   : CNT_GET(z->home_limit)))
 		return 0;
 	if (z->za_ops->store(z->za, pers, c->cdata, (unsigned)c->clen,
 			     (struct zbud_ref){ ref.objno, ref.index }, &handle))
@@ -179,10 +180,10 @@ static int zcache_home_fn(void *arg, struct tmem_ref ref, bool pers, uint64_t *p
 }
 
 int zcache_repatriate_finish(struct zcache *z, const struct tmem_handle *h, uint64_t expect,
-			     const struct replica_set *r, bool destructive, int result,
+			     const struct replica_set *r, unsigned flags, int result,
 			     const void *cdata, size_t clen, void *page, bool *home)
 {
-	struct home_ctx c = { z, expect, destructive, 0, cdata, clen, false };
+	struct home_ctx c = { z, expect, flags, 0, cdata, clen, false };
 
 	*home = false;
 	if (PAMPD_KIND(expect) != PAMPD_REMOTE || !r)

@@ -433,7 +433,7 @@ static void return_home(struct rreturn *q)
 	/* a fragment's page was opened when it was fetched whole */
 	if (zcache_remote_holders(r->z, q->expect, &set) ||
 	    (!q->frag && seal_open(r->seal, &q->h, q->checksum, clen, q->data, q->len, plain)) ||
-	    zcache_repatriate_finish(r->z, &q->h, q->expect, &set, false, 0,
+	    zcache_repatriate_finish(r->z, &q->h, q->expect, &set, 0, 0,
 				     q->frag ? q->plain : plain, clen, page, &home) ||
 	    !home) {
 		return_end(q, -ENOSPC);

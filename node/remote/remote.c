@@ -530,6 +530,9 @@ struct remote *remote_create(struct ev_loop *loop, struct zcache *z, const struc
 
 		zcache_get_stats(z, &zs);
 		zcache_set_home_limit(z, zs.budget_frames * r->low / 100);
+		/* a stripe's compaction (compact.c) just past the high one: remotify
+		 * then takes the tier down to the low one */
+		zcache_set_compact_limit(z, zs.budget_frames * (r->high + 1) / 100);
 	}
 	/* auto: the least it lends, until the elastic controller (node/elastic/) moves it */
 	r->donate_auto = self->donate_mb == CONFIG_AUTO;
@@ -561,6 +564,7 @@ void remote_destroy(struct remote *r)
 	remotify_stop(r);
 	repair_stop(r);
 	drain_stop(r);
+	compact_stop(r);
 	r->closing = true;
 	remote_gets_cancel(r);
 	/* In-flight requests are cancelled (their callbacks finish the frames). */
@@ -609,6 +613,7 @@ void remote_set_tunables(struct remote *r, const struct config *cfg,
 	r->timeout_ms = cfg->request_timeout_ms ? cfg->request_timeout_ms : cfg->dead_after_ms;
 	zcache_get_stats(r->z, &zs);
 	zcache_set_home_limit(r->z, zs.budget_frames * r->low / 100);
+	zcache_set_compact_limit(r->z, zs.budget_frames * (r->high + 1) / 100);
 	if (r->donate_auto != (self->donate_mb == CONFIG_AUTO))
 		log_warn("donate_mb: switching between auto and a number needs a restart; "
 			 "left as it runs");
@@ -739,6 +744,16 @@ void remote_foreach_stat(struct remote *r,
 	R(ec_stripe_slots_repaired, "stripe fragments made again elsewhere after a holder died");
 	R(ec_stripe_pages_lost, "stripe pages lost: fewer than K of their stripe's fragments left");
 	R(ec_stripe_returns, "stripe fragments a draining peer handed back: made again and placed");
+	fn(arg, "remote_ec_compact_asked", r->compact.asked,
+	   "live pages of sparse stripes read home to compact them (as many dead pages as live)");
+	fn(arg, "remote_ec_compact_read", r->compact.read,
+	   "... that were read (stored locally when the tier was under its high watermark)");
+	fn(arg, "remote_ec_compact_failed", r->compact.failed,
+	   "... that could not be read (lost, or changed meanwhile)");
+	fn(arg, "remote_ec_compact_passes", r->compact.passes,
+	   "whole passes of the compaction walk over the tier's pages");
+	fn(arg, "remote_ec_compact_skipped_full", r->compact.skipped_full,
+	   "compaction ticks skipped: the tier was near its high watermark");
 	fn(arg, "remote_ec_stripes_flushed", atomic_load(&r->ec_stripes_flushed),
 	   "stripes flushed: their last live page went");
 	if (r->stripes) {

@@ -100,6 +100,8 @@ typedef void (*remote_get_fn)(void *arg, int result);
 enum {
 	REMOTE_GET_DESTRUCTIVE = 1, /* a private ephemeral pool's get: the holder drops the page */
 	REMOTE_GET_BACKGROUND = 2,  /* the node's own read (bring_home): not a sign the object is hot */
+	REMOTE_GET_COMPACT = 4,	    /* a stripe's compaction (compact.c): background, and the
+				     * page comes home below the compact limit, not the home one */
 };
 
 /*

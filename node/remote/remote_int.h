@@ -178,6 +178,7 @@ struct rget {
 	struct tmem_handle h;
 	bool pers, destructive;
 	bool background; /* REMOTE_GET_BACKGROUND */
+	bool compact;    /* REMOTE_GET_COMPACT: home below the compact limit */
 	uint64_t pampd;
 	struct replica_set set;      /* the holders when the get began */
 	uint8_t order[REPLICA_MAX];  /* slots of the live holders to ask, nearest first */
@@ -212,6 +213,22 @@ struct remote_repair {
 	uint64_t fragments;                /* of the rereplicated, fragments made again (ec) */
 	uint64_t ec_started;               /* stripe slots whose making again began */
 	uint64_t sbusy[REPAIR_INFLIGHT];   /* stripe slots being made again: id | (slot + 1) << 56 */
+};
+
+/* ---- compaction of stripes (compact.c): loop only ----------------------------------------- */
+
+#define COMPACT_BATCH 64 /* pages read home a tick, at most (one batch in flight) */
+
+struct remote_compact {
+	ev_timer timer;
+	bool on;                 /* compact_start ran (the node has stripes) */
+	struct tmem_cursor cursor;
+	unsigned n, inflight;
+	struct {
+		struct tmem_handle h;
+		uint64_t pampd;
+	} batch[COMPACT_BATCH];
+	uint64_t asked, read, failed, passes, skipped_full;
 };
 
 /* ---- drain (drain.c): loop only ------------------------------------------------------- */
@@ -313,6 +330,7 @@ struct remote {
 
 	struct remote_repair repair; /* loop only */
 	struct remote_drain drain;   /* loop only */
+	struct remote_compact compact; /* loop only */
 };
 
 /* ---- between the files (all loop only, unless said) ------------------------------------ */
@@ -359,6 +377,11 @@ unsigned remote_holders_by_rtt(struct remote *r, const struct replica_set *s,
 void repair_init(struct remote *r, unsigned rate);
 void repair_kick(struct remote *r);
 void repair_stop(struct remote *r);
+
+/* compact.c: the walk that reads the live pages of sparse stripes home (any node with
+ * stripes: started by remote_start, stopped by remote_quiesce and remote_destroy) */
+void compact_start(struct remote *r);
+void compact_stop(struct remote *r);
 
 /* drain.c */
 void drain_init(struct remote *r);

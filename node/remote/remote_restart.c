@@ -48,6 +48,7 @@ void remote_quiesce(struct remote *r)
 {
 	remotify_pause(r);
 	repair_stop(r);
+	compact_stop(r);
 }
 
 void remote_resume(struct remote *r)
@@ -56,10 +57,13 @@ void remote_resume(struct remote *r)
 		log_error(
 		    "restart: the remotify thread did not start again: nothing is remotified");
 	repair_kick(r);
+	compact_start(r);
 }
 
 int remote_start(struct remote *r)
 {
+	/* stripes are known by now (ec_layout = stripes, or kept by a warm restart) */
+	compact_start(r);
 	return remotify_start(r);
 }
 

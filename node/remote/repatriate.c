@@ -85,8 +85,10 @@ static void get_finish(struct rget *g, int result, const uint8_t *payload, size_
 	unsigned k;
 	int res;
 
-	res = zcache_repatriate_finish(r->z, &g->h, g->pampd, &g->set, g->destructive, result,
-				       payload, plen, g->page, &home);
+	res = zcache_repatriate_finish(r->z, &g->h, g->pampd, &g->set,
+				       (g->destructive ? ZCACHE_FIN_DESTRUCTIVE : 0) |
+					   (g->compact ? ZCACHE_FIN_COMPACT : 0),
+				       result, payload, plen, g->page, &home);
 	/* a stripe page brought home was killed in its stripe (zcache): nothing to flush */
 	for (k = 0; home && !g->set.stripe && k < g->set.n; k++)
 		remote_flush_queue(r, g->set.node[k], RAMSTER__PEER__OP__P_FLUSH, &g->h);
@@ -396,7 +398,8 @@ void remote_get(struct remote *r, const struct tmem_handle *h, bool pers, unsign
 	g->h = *h;
 	g->pers = pers;
 	g->destructive = flags & REMOTE_GET_DESTRUCTIVE;
-	g->background = flags & REMOTE_GET_BACKGROUND;
+	g->background = flags & (REMOTE_GET_BACKGROUND | REMOTE_GET_COMPACT);
+	g->compact = flags & REMOTE_GET_COMPACT;
 	g->pampd = pampd;
 	g->page = page;
 	g->cb = cb;

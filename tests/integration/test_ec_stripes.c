@@ -14,8 +14,11 @@
  *     others and placed elsewhere, and every page still reads back;
  *   - every page flushed: every stripe is flushed, no fragment stays on a holder;
  *   - a third of the pages overwritten: their old slots die (counted dead, kept
- *     for the parity), every page reads back at its own version, and the flush
- *     of every page leaves no fragment, dead ones included;
+ *     for the parity); the compaction walk reads the live pages of the stripes
+ *     left sparse home until no stripe holds a dead page (at 2+1 a stripe with
+ *     a dead page is half dead), remotify sends them out again in full
+ *     stripes, every page reads back at its own version, and the flush of
+ *     every page leaves no fragment;
  *   - a lying holder (garbage in every answer): the seal refuses what it
  *     made, the stripe's other slots make the page, none wrong, none -EIO.
  */
@@ -214,8 +217,11 @@ static void mixed_page(unsigned char *p, uint64_t i, uint64_t seed)
 /*
  * Pages overwritten in place: each old copy's slot dies in its stripe (its
  * bytes stay for the parity, counted as dead), the new ones go out in new
- * stripes; every page reads back at its own version; then every page
- * flushed leaves no fragment behind, dead ones included.
+ * stripes. The compaction walk (node/remote/compact.c) reads the live pages
+ * of the sparse stripes home, which flushes those stripes whole; remotify
+ * sends the pages out again in full stripes. Within 30 s no dead page is
+ * left (at 2+1 every stripe with a dead page is sparse), every page reads
+ * back at its own version, and every page flushed leaves no fragment.
  */
 static void test_stripes_overwrite(void **state)
 {
@@ -223,7 +229,7 @@ static void test_stripes_overwrite(void **state)
 	bool dead[5] = {false};
 	static unsigned char p[PAGE];
 	struct coll_read got;
-	uint64_t dead_pages, dead_bytes, live;
+	uint64_t dead_pages, dead_bytes, live, overwritten;
 	unsigned i, bad;
 	ramster *r;
 	int pool;
@@ -238,22 +244,43 @@ static void test_stripes_overwrite(void **state)
 			usleep(20000);
 		assert_int_equal(rc, 0);
 	}
+	overwritten = (PAGES + 2) / 3;
+	dead_pages = stat_of(t, 0, "remote_ec_stripe_dead_pages");
+	fprintf(stderr, "  a third of the pages overwritten (%llu): %llu dead pages kept, %llu read "
+		"home by the compaction so far\n",
+		(unsigned long long)overwritten, (unsigned long long)dead_pages,
+		(unsigned long long)stat_of(t, 0, "remote_ec_compact_read"));
+	/* the compaction walk: 64 pages a batch, a batch each 200 ms, while the
+	 * tier has room below its high watermark (remotify makes it) */
+	for (i = 0; i < 300u * (unsigned)SLOW; i++) {
+		dead_pages = stat_of(t, 0, "remote_ec_stripe_dead_pages");
+		if (!dead_pages)
+			break;
+		usleep(100000);
+	}
 	wait_remote(t);
 	dead_pages = stat_of(t, 0, "remote_ec_stripe_dead_pages");
 	dead_bytes = stat_of(t, 0, "remote_ec_stripe_dead_bytes");
 	live = stat_of(t, 0, "remote_ec_stripe_live_pages");
 	bad = (unsigned)coll_read_back(r, pool, 25, PER_OBJ, PAGES, mixed_page, 0, &got);
-	fprintf(stderr, "  a third of the pages overwritten: %llu live and %llu dead pages in "
-		"%llu stripes (%llu dead bytes, %llu flushed whole); %u not identical, %llu -EIO\n",
-		(unsigned long long)live, (unsigned long long)dead_pages,
+	fprintf(stderr, "  compacted after %.1f s: %llu live and %llu dead pages in %llu stripes "
+		"(%llu dead bytes, %llu stripes flushed whole; compaction read %llu of %llu asked, "
+		"%llu passes, %llu ticks skipped near the high watermark); %u not identical, %llu -EIO\n",
+		i / 10.0, (unsigned long long)live, (unsigned long long)dead_pages,
 		(unsigned long long)stat_of(t, 0, "remote_ec_stripes"),
 		(unsigned long long)dead_bytes,
-		(unsigned long long)stat_of(t, 0, "remote_ec_stripes_flushed"), bad,
+		(unsigned long long)stat_of(t, 0, "remote_ec_stripes_flushed"),
+		(unsigned long long)stat_of(t, 0, "remote_ec_compact_read"),
+		(unsigned long long)stat_of(t, 0, "remote_ec_compact_asked"),
+		(unsigned long long)stat_of(t, 0, "remote_ec_compact_passes"),
+		(unsigned long long)stat_of(t, 0, "remote_ec_compact_skipped_full"), bad,
 		(unsigned long long)got.eio);
 	assert_int_equal(bad, 0);
 	assert_int_equal(got.eio, 0);
-	assert_true(dead_pages > 0);
-	assert_true(dead_bytes > 0);
+	assert_true(stat_of(t, 0, "remote_ec_compact_read") > 0);
+	assert_int_equal(dead_pages, 0);
+	assert_int_equal(dead_bytes, 0);
+	assert_true(live > 0);
 	flush_all_and_check_empty(t, r, pool, 4, dead);
 	ramster_close(r);
 }

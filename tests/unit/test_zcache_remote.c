@@ -661,6 +661,48 @@ static void test_remote_stripe_pages(void **state)
 	stc.lost = 1;
 	assert_int_equal(tmem_get(t, p, &oid, idx[2], got), -EIO);
 	stc.lost = 0;
+	/* a compaction's read (ZCACHE_FIN_COMPACT, node/remote/compact.c) comes home
+	 * below the compact limit, where another read above the home limit does not */
+	{
+		struct tmem_handle h = { (uint32_t)p, oid, idx[3] };
+		struct replica_set rs;
+		uint64_t sid;
+		unsigned sslot;
+		bool home;
+
+		assert_true(n > 3);
+		assert_int_equal(tmem_get_ex(t, p, &oid, idx[3], got, &pampd), -EREMOTE);
+		assert_true(zcache_pampd_stripe(pampd, &sid, &sslot));
+		assert_int_equal(sid, ids[3]);
+		assert_int_equal(sslot, 3 % 7);
+		assert_false(zcache_pampd_stripe(zcache_replica_pampd(5), &sid, &sslot));
+		assert_int_equal(zcache_remote_holders(z, pampd, &rs), 0);
+		rs.len = lens[3];
+		rs.checksum = zcache_checksum(saved[3], lens[3]);
+		mkpage(page, idx[3], 1000);
+		zcache_set_home_limit(z, 0);
+		zcache_set_compact_limit(z, 0);
+		assert_int_equal(zcache_repatriate_finish(z, &h, pampd, &rs, ZCACHE_FIN_COMPACT, 0,
+							  saved[3], lens[3], got, &home),
+				 0);
+		assert_false(home); /* the tier is over both limits */
+		assert_memory_equal(got, page, PAGE);
+		zcache_set_compact_limit(z, 1u << 20);
+		assert_int_equal(zcache_repatriate_finish(z, &h, pampd, &rs, 0, 0, saved[3], lens[3],
+							  got, &home),
+				 0);
+		assert_false(home); /* a plain read: over the home limit */
+		assert_int_equal(stc.kills, 2);
+		assert_int_equal(zcache_repatriate_finish(z, &h, pampd, &rs, ZCACHE_FIN_COMPACT, 0,
+							  saved[3], lens[3], got, &home),
+				 0);
+		assert_true(home);
+		assert_int_equal(stc.kills, 3); /* its slot dies in its stripe */
+		assert_int_equal(stc.last_id, ids[3]);
+		assert_int_equal(stc.last_slot, 3 % 7);
+		assert_int_equal(tmem_get(t, p, &oid, idx[3], got), 0); /* local now */
+		assert_memory_equal(got, page, PAGE);
+	}
 	/* the object flushed: every remote page's slot dies; no holder is told of the object */
 	assert_int_equal(tmem_flush_object(t, p, &oid), 0);
 	assert_int_equal(stc.kills, (int)n);
