@@ -450,7 +450,7 @@ bool cluster_alive(struct cluster *c, uint32_t node, unsigned epoch)
 	if (!c || node < 1 || node > CONFIG_NODES_MAX)
 		return false;
 	v = atomic_load_explicit(&c->live[node], memory_order_acquire);
-	return (v & 1) && (v >> 2) == (epoch & 255);
+	return (v & 1) && (v >> 3) == (epoch & 255);
 }
 
 bool cluster_reachable(struct cluster *c, uint32_t node, unsigned epoch)
@@ -460,7 +460,17 @@ bool cluster_reachable(struct cluster *c, uint32_t node, unsigned epoch)
 	if (!c || node < 1 || node > CONFIG_NODES_MAX)
 		return false;
 	v = atomic_load_explicit(&c->live[node], memory_order_acquire);
-	return (v & 3) == 3 && (v >> 2) == (epoch & 255);
+	return (v & 3) == 3 && (v >> 3) == (epoch & 255);
+}
+
+bool cluster_linked(struct cluster *c, uint32_t node, unsigned epoch)
+{
+	uint32_t v;
+
+	if (!c || node < 1 || node > CONFIG_NODES_MAX)
+		return false;
+	v = atomic_load_explicit(&c->live[node], memory_order_acquire);
+	return (v & 7) == 7 && (v >> 3) == (epoch & 255);
 }
 
 unsigned cluster_epoch(struct cluster *c, uint32_t node)

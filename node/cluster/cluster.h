@@ -10,7 +10,8 @@
  * when the peer's copies are really gone: it restarted (new incarnation), it
  * stayed unreachable past orphan_after_ms (its lease expired), or it said it
  * dropped our pages. Pages held under an older epoch are gone. Runs on the
- * loop's thread only, except cluster_alive and cluster_reachable (any thread).
+ * loop's thread only, except cluster_alive, cluster_reachable and cluster_linked
+ * (any thread).
  */
 #ifndef RAMSTER_CLUSTER_H
 #define RAMSTER_CLUSTER_H
@@ -123,6 +124,10 @@ bool cluster_alive(struct cluster *c, uint32_t node, unsigned epoch);
 /* cluster_alive, and the peer not unreachable (up, or its link lost for less
  * than dead_after_ms): a request can be answered soon. Any thread. */
 bool cluster_reachable(struct cluster *c, uint32_t node, unsigned epoch);
+
+/* cluster_reachable, and its link up now: a request goes out at once instead of
+ * waiting for a link (up to dead_after_ms for a holder that died). Any thread. */
+bool cluster_linked(struct cluster *c, uint32_t node, unsigned epoch);
 
 /* How long node has been silent, ms: 0 while its link is up. Loop only. */
 uint64_t cluster_silent_ms(struct cluster *c, uint32_t node);

@@ -220,9 +220,10 @@ struct cluster {
 	/* frames being sealed (link_send) and opened (cluster_on_message) */
 	uint8_t txmsg[TRANSPORT_MSG_MAX], rxmsg[TRANSPORT_MSG_MAX];
 	uint8_t txpay[PEERWIRE_PAGE_MAX], rxpay[PEERWIRE_PAGE_MAX];
-	/* shared, lock-free: per node, (our epoch for it & 255) << 2 | reachable << 1 | known
-	 * (known: its incarnation was seen; reachable: up, or link lost but not silent);
-	 * written by the loop (peer_publish), read by cluster_alive anywhere */
+	/* shared, lock-free: per node, (our epoch for it & 255) << 3 | linked << 2 |
+	 * reachable << 1 | known (known: its incarnation was seen; reachable: up, or link
+	 * lost but not silent; linked: up, its link there now); written by the loop
+	 * (peer_publish), read by cluster_alive, _reachable and _linked anywhere */
 	_Atomic uint32_t live[CONFIG_NODES_MAX + 1];
 };
 

@@ -126,9 +126,11 @@ void peer_publish(struct cluster_peer *p)
 {
 	bool known = p->state != PEER_NEW;
 	bool reachable = p->state == PEER_UP || p->state == PEER_DOWN;
+	bool linked = p->state == PEER_UP;
 
 	atomic_store_explicit(&p->c->live[p->node.id],
-			      (uint32_t)(p->epoch & 255) << 2 | (uint32_t)reachable << 1 | known,
+			      (uint32_t)(p->epoch & 255) << 3 | (uint32_t)linked << 2 |
+				  (uint32_t)reachable << 1 | known,
 			      memory_order_release);
 }
 
@@ -303,6 +305,7 @@ static void peer_on_dropped(struct cluster_peer *p, uint64_t session)
 	peer_drop_link(p, "our epoch for it moved");
 	if (p->state == PEER_UP)
 		p->state = PEER_DOWN;
+	peer_publish(p);
 	peer_schedule_redial(p);
 }
 
@@ -323,6 +326,7 @@ static void peer_restarted(struct cluster_peer *p, uint64_t inc)
 	p->backoff_ms = CLUSTER_BACKOFF_MIN_MS;
 	peer_drop_link(p, "peer restarted");
 	p->state = PEER_DOWN;
+	peer_publish(p);
 	p->unreachable_ns = 0;
 	p->last_rx_ns = clock_now_ns(); /* the new incarnation spoke */
 	peer_gone(p, "restarted");
@@ -401,7 +405,8 @@ void peer_link_lost(struct cluster_peer *p, struct cluster_link *l, const char *
 	p->link = NULL;
 	p->unsent = NULL;
 	if (p->state == PEER_UP)
-		p->state = PEER_DOWN; /* still alive: no change to publish */
+		p->state = PEER_DOWN; /* still alive, no longer linked (cluster_linked) */
+	peer_publish(p);
 	c->st.links_lost++;
 	if (c->destroying)
 		log_debug("peer %s (%u): link %s closed: %s", p->node.name, p->node.id, l->addr,

@@ -35,6 +35,8 @@
 static const char *const names[5] = {"alpha", "beta", "gamma", "delta", "eps"};
 
 static int SLOW = 1;
+/* the collective's dead_after_ms, times SLOW (a case may set it before start_all) */
+static int bed_dead_after_ms = 1000;
 
 static uint64_t stat_of(struct coll *t, int node, const char *name)
 {
@@ -53,7 +55,7 @@ static void start_all(struct coll *t, int nodes, const char *lie)
 	snprintf(t->extra + strlen(t->extra), sizeof(t->extra) - strlen(t->extra),
 		 "heartbeat_ms = 100\ndead_after_ms = %d\nrequest_timeout_ms = %d\n"
 		 "redundancy = ec 2+1\nec_layout = " EC_LAYOUT "\n",
-		 1000 * SLOW, 12000 * SLOW);
+		 bed_dead_after_ms * SLOW, 12000 * SLOW);
 	for (i = 0; i < nodes; i++)
 		coll_set_node(t, i, names[i], i ? 16 : 1, i ? 64 : 0);
 	assert_int_equal(coll_write_confs(t), 0);
