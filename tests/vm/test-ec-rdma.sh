@@ -12,7 +12,13 @@
 # commands the client keeps its connection and its pool. The pages the reads
 # bring home are flushed from their holders: no fragment may stay behind.
 # RAMSTER_BIN picks the binaries (default build/bin); RAMSTER_EC_PAGES the
-# workload (default 4x n1's tier). Exit 0 or 1.
+# workload (default 4x n1's tier); RAMSTER_EC_LAYOUT the ec_layout (pages, the
+# default, or stripes: tests/vm/test-ec-stripes-rdma.sh). Under stripes a page
+# is whole on one peer and each stripe of two pages has one parity fragment on
+# the third (1.5 fragments a page, not 3); its reads are counted as
+# remote_ec_stripe_reads and remote_ec_stripe_degraded_reads, and a stripe
+# slot is read by message over the RDMA link (one-sided reads of stripe slots
+# are not built: docs/erasure.md). Exit 0 or 1.
 
 bin=${RAMSTER_BIN:-build/bin}
 client=${RAMSTER_EC_CLIENT:-$bin/../tests/vm/ec-pages}
@@ -26,6 +32,18 @@ for b in "$bin/ramsterd" "$bin/ramsterctl" "$client"; do
 	[ -x "$b" ] || { echo "FAIL - $b not built (make check-vm builds it)"; exit 1; }
 done
 t_start=$(now_ms)
+layout=${RAMSTER_EC_LAYOUT:-pages}
+case $layout in
+pages)
+	c_placed=remote_ec_fragments_placed c_gets=remote_ec_gets
+	c_degraded=remote_ec_degraded_reads name=test-ec-rdma
+	;;
+stripes)
+	c_placed=remote_ec_stripe_pages c_gets=remote_ec_stripe_reads
+	c_degraded=remote_ec_stripe_degraded_reads name=test-ec-stripes-rdma
+	;;
+*) echo "FAIL - RAMSTER_EC_LAYOUT=$layout: pages or stripes"; exit 1 ;;
+esac
 
 dir=$(mktemp -d /tmp/ec-test.XXXXXX)
 cpid=""
@@ -42,7 +60,7 @@ rxe_up 4
 # ---- the collective: n1 the owner, n2-n4 its holders --------------------------------
 local_mb=1
 "$bin/ramsterctl" genkey > "$dir/cluster.key" && chmod 600 "$dir/cluster.key"
-rxe_conf ectest "$dir/cluster.key" 4 747 $local_mb "dead_after_ms = 3000" "redundancy = ec 2+1" \
+rxe_conf ectest "$dir/cluster.key" 4 747 $local_mb "dead_after_ms = 3000" "redundancy = ec 2+1" "ec_layout = $layout" \
 	> "$dir/cluster.conf"
 
 stats() { # stats NODE NAME...: "name=value ..." on one line
@@ -97,7 +115,7 @@ field() { # field LINE NAME: the number after NAME in the line
 	echo "$1" | awk -v n="$2" '{for (i = 1; i < NF; i++) if ($i == n) {print $(i + 1); exit}}'
 }
 
-step "four ramsterd, transport = rdma, redundancy = ec 2+1"
+step "four ramsterd, transport = rdma, redundancy = ec 2+1, ec_layout = $layout"
 for n in n1 n2 n3 n4; do
 	start $n
 	eval "p_$n=\$last"
@@ -123,11 +141,11 @@ else
 	fail "put: $line"
 fi
 remote=$(wait_rest 120)
-placed=$(stat n1 remote_ec_fragments_placed)
+placed=$(stat n1 $c_placed)
 fb=$(stat n1 remote_ec_fallback_copies)
 held=$(foreign_sum n2 n3 n4)
 echo "# n1: tier_remote_pages=$remote tier_replica_records=$(stat n1 tier_replica_records)" \
-	"$(stats n1 remote_ec_fragments_placed remote_ec_fallback_copies)"
+	"$(stats n1 $c_placed remote_ec_fallback_copies remote_ec_stripes remote_ec_stripe_live_pages)"
 echo "# foreign_pages n2=$(stat n2 foreign_pages) n3=$(stat n3 foreign_pages) n4=$(stat n4 foreign_pages)"
 if [ -n "$remote" ] && [ "$remote" -gt $((pages / 2)) ]; then
 	pass "most pages remote: $remote of $pages"
@@ -135,9 +153,9 @@ else
 	fail "remotify: ${remote:-never at rest} of $pages pages remote"
 fi
 if [ "${placed:-0}" -gt 0 ]; then
-	pass "remote_ec_fragments_placed = $placed"
+	pass "$c_placed = $placed"
 else
-	fail "remote_ec_fragments_placed = ${placed:-?}"
+	fail "$c_placed = ${placed:-?}"
 fi
 # no fragment stays behind its page: a P_FLUSH of a fragment used to be refused
 # by its holder as "newer" (foreign_flush_upto read a fragment's first bytes as
@@ -157,37 +175,51 @@ no_leak() { # no_leak REMOTE
 		"newer: n2=$(stat n2 foreign_flushes_newer) n3=$(stat n3 foreign_flushes_newer)" \
 		"n4=$(stat n4 foreign_flushes_newer)"
 }
-# every remote page is three fragments, one on each peer (no whole copies: all peers lived)
-if [ "${fb:-1}" = 0 ] && [ -n "$remote" ] && [ "$held" -ge $((3 * remote)) ]; then
-	pass "the peers hold 3 fragments a remote page ($held for $remote)"
+# pages: every remote page is three fragments, one on each peer (no whole
+# copies: all peers lived); stripes: each page once, whole, and a parity
+# fragment for each stripe of up to two (at most 2 a page, as a stripe of
+# one page has its parity too: not the three of the page layout)
+if [ "$layout" = pages ]; then
+	if [ "${fb:-1}" = 0 ] && [ -n "$remote" ] && [ "$held" -ge $((3 * remote)) ]; then
+		pass "the peers hold 3 fragments a remote page ($held for $remote)"
+	else
+		fail "the peers hold $held fragments for ${remote:-?} remote pages (fallback copies ${fb:-?})"
+	fi
+elif [ "${fb:-1}" = 0 ] && [ -n "$remote" ] && [ "$held" -ge "$remote" ] &&
+	[ "$held" -le $((2 * remote)) ]; then
+	pass "the peers hold $held fragments for $remote remote pages (1.5 a page in full stripes)"
 else
-	fail "the peers hold $held fragments for ${remote:-?} remote pages (fallback copies ${fb:-?})"
+	fail "the peers hold $held fragments for ${remote:-?} remote pages, not 1..2 a page" \
+		"(fallback copies ${fb:-?})"
 fi
 
 # ---- every page back ---------------------------------------------------------------------
 step "read every page back"
-g0=$(stat n1 remote_ec_gets)
+g0=$(stat n1 $c_gets)
 line=$(client_cmd get get: 300)
 echo "# $line"
-echo "# n1: $(stats n1 remote_ec_gets remote_ec_degraded_reads remote_ec_fragments_got tier_repatriated remote_rdma_reads remote_rdma_read_fallbacks)"
+echo "# n1: $(stats n1 $c_gets $c_degraded remote_ec_fragments_got tier_repatriated remote_rdma_reads remote_rdma_read_fallbacks)"
 if [ "$(field "$line" hits)" = "$pages" ]; then
 	pass "all $pages pages read back byte-identical"
 else
 	fail "get: $line"
 fi
-g1=$(stat n1 remote_ec_gets)
-[ "${g1:-0}" -gt "${g0:-0}" ] && pass "remote_ec_gets = $g1" || fail "remote_ec_gets = ${g1:-?}"
-# the holders named RDMA keys for their fragments: read one-sided
-rr=$(stat n1 remote_rdma_reads)
-[ "${rr:-0}" -gt 0 ] && pass "fragments read one-sided: remote_rdma_reads = $rr" ||
-	fail "no fragment read one-sided (remote_rdma_reads = ${rr:-?})"
+g1=$(stat n1 $c_gets)
+[ "${g1:-0}" -gt "${g0:-0}" ] && pass "$c_gets = $g1" || fail "$c_gets = ${g1:-?}"
+# the holders named RDMA keys for their fragments: read one-sided (a stripe's
+# slot is asked for by message, over the same RDMA link)
+if [ "$layout" = pages ]; then
+	rr=$(stat n1 remote_rdma_reads)
+	[ "${rr:-0}" -gt 0 ] && pass "fragments read one-sided: remote_rdma_reads = $rr" ||
+		fail "no fragment read one-sided (remote_rdma_reads = ${rr:-?})"
+fi
 
 # ---- a holder dies --------------------------------------------------------------------
 # the gets brought pages home and pushed others out: let that settle first
 remote=$(wait_rest 120)
-d0=$(stat n1 remote_ec_degraded_reads)
+d0=$(stat n1 $c_degraded)
 echo "# before the kill: n1 tier_remote_pages=${remote:-not at rest}" \
-	"$(stats n1 remote_ec_fragments_placed remote_ec_gets remote_ec_degraded_reads)"
+	"$(stats n1 $c_placed $c_gets $c_degraded)"
 echo "# foreign_pages n2=$(stat n2 foreign_pages) n3=$(stat n3 foreign_pages) n4=$(stat n4 foreign_pages)"
 # the pages the gets brought home were flushed from their holders: all of
 # their fragments are gone
@@ -198,18 +230,18 @@ wait "$p_n3" 2>/dev/null
 t0=$(now_ms)
 line=$(client_cmd get get: 300)
 echo "# $line (answered $(($(now_ms) - t0)) ms after the kill)"
-echo "# n1: $(stats n1 remote_ec_gets remote_ec_degraded_reads remote_ec_fragments_got remote_ec_fallback_copies cluster_peer_deaths)"
+echo "# n1: $(stats n1 $c_gets $c_degraded remote_ec_fragments_got remote_ec_fallback_copies cluster_peer_deaths)"
 echo "# n1: $(stats n1 replica_below_target replica_lost_now replica_lost replica_fragments_rebuilt)"
 if [ "$(field "$line" hits)" = "$pages" ] && [ "$(field "$line" lost)" = 0 ]; then
 	pass "all $pages pages read back byte-identical with n3 dead, 0 lost"
 else
 	fail "get after the kill: $line"
 fi
-d1=$(stat n1 remote_ec_degraded_reads)
+d1=$(stat n1 $c_degraded)
 if [ "${d1:-0}" -gt "${d0:-0}" ]; then
-	pass "remote_ec_degraded_reads = $d1 (parity stood in for n3's data fragments)"
+	pass "$c_degraded = $d1 (parity stood in for n3's data fragments)"
 else
-	fail "remote_ec_degraded_reads = ${d1:-?} (was ${d0:-?})"
+	fail "$c_degraded = ${d1:-?} (was ${d0:-?})"
 fi
 lostnow=$(stat n1 replica_lost_now)
 [ "${lostnow:-1}" = 0 ] && pass "replica_lost_now = 0" || fail "replica_lost_now = ${lostnow:-?}"
@@ -219,6 +251,6 @@ echo quit >&3
 exec 3>&-
 wait "$cpid" || fail "the client exited $?"
 cpid=""
-echo "# test-ec-rdma: $(($(now_ms) - t_start)) ms from the rxe setup"
+echo "# $name: $(($(now_ms) - t_start)) ms from the rxe setup"
 [ $fails -gt 0 ] && [ -s "$dir/client.err" ] && sed 's/^/  client| /' "$dir/client.err" | tail -10
-finish test-ec-rdma n1 n2 n3 n4
+finish $name n1 n2 n3 n4
