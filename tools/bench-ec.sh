@@ -31,8 +31,9 @@
 #                             ec 4+2 extra 1,ec 4+2 stripes" (the goals need replicas 1,
 #                             replicas 3 and an ec mode; "ec K+M extra E" adds ec_read_extra =
 #                             E: reads ask K+E holders and use the first K answers, EC-Cache's
-#                             late binding; "ec K+M stripes" adds ec_layout = stripes: K pages
-#                             coded together, a healthy read asks one holder)
+#                             late binding; "ec K+M stripes" adds ec_layout = stripes, the
+#                             default: K pages coded together, a healthy read asks one
+#                             holder; the other ec modes add ec_layout = pages)
 #   RAMSTER_BENCH_EC_PASSES   passes over the modes, medians reported (default 3)
 #   RAMSTER_BENCH_EC_LOCAL_MB alpha's local tier (default 16)
 #   RAMSTER_BENCH_EC_PAGES    pages a put phase (default 8x the tier's frames: 32768)
@@ -154,6 +155,8 @@ one_mode() {
 	[[ $mode == *" extra "* ]] && extra=("ec_read_extra = ${mode##* extra }")
 	# "ec K+M stripes": that code across K pages (ec_layout = stripes)
 	[[ $mode == *" stripes" ]] && extra+=("ec_layout = stripes")
+	# any other ec mode: each page coded alone (ec_layout = pages; stripes are the default)
+	[[ $mode == ec* && $mode != *" stripes" ]] && extra+=("ec_layout = pages")
 	NODES=$nnodes "$(dirname "$0")/cluster-conf.sh" "$run" "bench-ec" "$base" "$local_mb" \
 		"dead_after_ms = $dead_after_ms" "request_timeout_ms = $request_timeout_ms" \
 		"high_watermark = $high%" "low_watermark = $low%" "redundancy = $(redundancy_of "$mode")" \

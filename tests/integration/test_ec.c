@@ -60,7 +60,7 @@ static void test_ec_kill_repair_restart(void **state)
 	 * back with it, each naming its own K+M */
 	snprintf(t->extra, sizeof(t->extra),
 		 "heartbeat_ms = 100\ndead_after_ms = %d\nrequest_timeout_ms = %d\n"
-		 "redundancy = ec 3+1\n",
+		 "redundancy = ec 3+1\nec_layout = pages\n",
 		 1000 * SLOW, 12000 * SLOW);
 	assert_int_equal(coll_write_conf(t, 0), 0);
 	assert_int_equal(kill(t->h[0].pid, SIGUSR2), 0);

@@ -47,7 +47,8 @@ bench() {
 	dir=$top/run$run
 	mkdir "$dir"
 	rxe_conf ecbench "$top/cluster.key" $nodes "7$run" 1 "dead_after_ms = 5000" \
-		"high_watermark = 90%" "low_watermark = 80%" "redundancy = $1" > "$dir/cluster.conf"
+		"high_watermark = 90%" "low_watermark = 80%" "redundancy = $1" \
+		"ec_layout = pages" > "$dir/cluster.conf"
 	pids=""
 	all=""
 	peers=""

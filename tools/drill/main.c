@@ -318,8 +318,8 @@ static void usage(FILE *f)
 	    "                         needs nodes >= replicas + 1\n"
 	    "  -R, --redundancy ecK+M the pages erasure-coded: K data and M parity fragments\n"
 	    "                         (2 <= K, 1 <= M, K+M <= 8); kill-two: ec4+2 on 7 nodes\n"
-	    "      --ec-layout L      with --redundancy ecK+M: pages (each page coded alone, the\n"
-	    "                         default) or stripes (K pages coded together)\n"
+	    "      --ec-layout L      with --redundancy ecK+M: stripes (K pages coded together,\n"
+	    "                         the default) or pages (each page coded alone)\n"
 	    "  -m, --local-mb N       node 1's local tier, MiB (default 4)\n"
 	    "  -p, --pages N          pages written (default: 8x local_mb in pages)\n"
 	    "      --dead-after-ms N  the cluster's dead_after_ms (default 1000)\n"
@@ -379,6 +379,7 @@ int main(int argc, char **argv)
 	pthread_t sth;
 	unsigned k;
 	int c, rc;
+	bool ec_layout_set = false;
 
 	while ((c = getopt_long(argc, argv, "R:d:n:r:m:p:b:kjh", lo, NULL)) != -1) {
 		switch (c) {
@@ -416,6 +417,7 @@ int main(int argc, char **argv)
 				o.ec_stripes = true;
 			else if (strcmp(optarg, "pages"))
 				die("--ec-layout: '%s' is neither pages nor stripes", optarg);
+			ec_layout_set = true;
 			break;
 		case 'm':
 			o.local_mb = (unsigned)num("--local-mb", optarg, 1, 4096);
@@ -482,8 +484,10 @@ int main(int argc, char **argv)
 	 * live peers after the two deaths */
 	if (o.ec_k && o.replicas_set)
 		die("--redundancy ec%u+%u and --replicas: one or the other", o.ec_k, o.ec_m);
-	if (o.ec_stripes && !o.ec_k)
-		die("--ec-layout stripes needs --redundancy ecK+M");
+	if (ec_layout_set && !o.ec_k)
+		die("--ec-layout needs --redundancy ecK+M");
+	if (o.ec_k && !ec_layout_set)
+		o.ec_stripes = true; /* the cluster's default layout */
 	if (o.ec_k)
 		o.replicas = o.ec_m + 1; /* the verdicts: M holders may go */
 	else if (!o.replicas_set)
