@@ -440,37 +440,33 @@ close_fd:
 
 /* ---- queries ---------------------------------------------------------------------------- */
 
-bool cluster_alive(struct cluster *c, uint32_t node, unsigned epoch)
+/* Whether node's live word (peer_publish) has every bit of mask, under epoch. Any thread. */
+static bool live_is(struct cluster *c, uint32_t node, unsigned epoch, uint32_t mask)
 {
 	uint32_t v;
 
-	/* Any thread (the tier asks under bucket locks): the loop publishes each
-	 * peer's state and epoch (peer_publish). Neither a lost link nor silence
-	 * is a gone peer: only a new epoch (restart, lease expiry) is. */
 	if (!c || node < 1 || node > CONFIG_NODES_MAX)
 		return false;
 	v = atomic_load_explicit(&c->live[node], memory_order_acquire);
-	return (v & 1) && (v >> 3) == (epoch & 255);
+	return (v & mask) == mask && (v >> 3) == (epoch & 255);
+}
+
+bool cluster_alive(struct cluster *c, uint32_t node, unsigned epoch)
+{
+	/* Any thread (the tier asks under bucket locks): the loop publishes each
+	 * peer's state and epoch (peer_publish). Neither a lost link nor silence
+	 * is a gone peer: only a new epoch (restart, lease expiry) is. */
+	return live_is(c, node, epoch, 1); /* known */
 }
 
 bool cluster_reachable(struct cluster *c, uint32_t node, unsigned epoch)
 {
-	uint32_t v;
-
-	if (!c || node < 1 || node > CONFIG_NODES_MAX)
-		return false;
-	v = atomic_load_explicit(&c->live[node], memory_order_acquire);
-	return (v & 3) == 3 && (v >> 3) == (epoch & 255);
+	return live_is(c, node, epoch, 3); /* known, reachable */
 }
 
 bool cluster_linked(struct cluster *c, uint32_t node, unsigned epoch)
 {
-	uint32_t v;
-
-	if (!c || node < 1 || node > CONFIG_NODES_MAX)
-		return false;
-	v = atomic_load_explicit(&c->live[node], memory_order_acquire);
-	return (v & 7) == 7 && (v >> 3) == (epoch & 255);
+	return live_is(c, node, epoch, 7); /* known, reachable, linked */
 }
 
 unsigned cluster_epoch(struct cluster *c, uint32_t node)
