@@ -142,7 +142,7 @@ struct config {
 	uint32_t replicas;              /* copies of a remote persistent page (default 1) */
 	char redundancy[24];            /* as written: "replicas N" or "ec K+M" (config_check.c) */
 	uint32_t ec_k, ec_m;            /* redundancy = ec K+M: data and parity fragments; 0 0: copies */
-	bool ec_stripes;                /* ec_layout = stripes: code across K pages (the default) */
+	bool ec_stripes;                /* ec_layout = stripes: code across K pages (default pages) */
 	uint32_t ec_read_extra;         /* fragments asked beyond K on a read (default 0) */
 	bool link_integrity_only;       /* link_security = integrity: MAC, no encryption (default secure) */
 	uint32_t rereplicate_rate;      /* copies re-made a second at most (default 2000) */

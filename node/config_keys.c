@@ -177,11 +177,11 @@ const struct config_key config_keys[] = {
 	     "At most M is useful.",
      .reload = CONFIG_RELOAD_APPLY},
     {.name = "ec_layout", CLUSTER(ec_stripes), .type = CONFIG_ENUM, .choices = ec_layout_choices,
-     .def = "stripes",
-     .help = "With `redundancy = ec K+M`: `stripes` codes across K whole pages (a healthy read "
-	     "asks the page's one holder; a flushed page's bytes stay until its stripe empties or "
-	     "is compacted); `pages` cuts each page into K fragments (a read asks K holders). "
-	     "docs/erasure.md.",
+     .def = "pages",
+     .help = "With `redundancy = ec K+M`: `pages` cuts each page into K fragments (a read asks "
+	     "K holders, one-sided over RDMA); `stripes` codes across K whole pages (a healthy "
+	     "read asks the page's one holder, by message: the faster layout over TCP; a flushed "
+	     "page's bytes stay until its stripe empties or is compacted). docs/erasure.md.",
      .reload = CONFIG_RELOAD_RESTART},
     {.name = "link_security", CLUSTER(link_integrity_only), .type = CONFIG_ENUM,
      .choices = link_security_choices, .def = "secure",

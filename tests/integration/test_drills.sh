@@ -51,7 +51,7 @@ cases=(
 	"kill-two|--drill kill-two --replicas 3 --nodes 5"
 	"kill-two-ec|--drill kill-two --redundancy ec4+2 --ec-layout pages --nodes 7"
 	"drain-ec|--drill drain --redundancy ec2+1 --ec-layout pages --nodes 5"
-	# the same two with the code across K pages (ec_layout = stripes, the default)
+	# the same two with the code across K pages (ec_layout = stripes)
 	"kill-two-ecs|--drill kill-two --redundancy ec4+2 --ec-layout stripes --nodes 7"
 	"drain-ecs|--drill drain --redundancy ec2+1 --ec-layout stripes --nodes 5"
 	# the owner paused or cut off; n1's wall clock stepped (skips without libfaketime)

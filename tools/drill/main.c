@@ -318,8 +318,8 @@ static void usage(FILE *f)
 	    "                         needs nodes >= replicas + 1\n"
 	    "  -R, --redundancy ecK+M the pages erasure-coded: K data and M parity fragments\n"
 	    "                         (2 <= K, 1 <= M, K+M <= 8); kill-two: ec4+2 on 7 nodes\n"
-	    "      --ec-layout L      with --redundancy ecK+M: stripes (K pages coded together,\n"
-	    "                         the default) or pages (each page coded alone)\n"
+	    "      --ec-layout L      with --redundancy ecK+M: pages (each page coded alone, the\n"
+	    "                         default) or stripes (K pages coded together)\n"
 	    "  -m, --local-mb N       node 1's local tier, MiB (default 4)\n"
 	    "  -p, --pages N          pages written (default: 8x local_mb in pages)\n"
 	    "      --dead-after-ms N  the cluster's dead_after_ms (default 1000)\n"
@@ -486,8 +486,6 @@ int main(int argc, char **argv)
 		die("--redundancy ec%u+%u and --replicas: one or the other", o.ec_k, o.ec_m);
 	if (ec_layout_set && !o.ec_k)
 		die("--ec-layout needs --redundancy ecK+M");
-	if (o.ec_k && !ec_layout_set)
-		o.ec_stripes = true; /* the cluster's default layout */
 	if (o.ec_k)
 		o.replicas = o.ec_m + 1; /* the verdicts: M holders may go */
 	else if (!o.replicas_set)
